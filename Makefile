@@ -1,0 +1,48 @@
+# Every target sets up what it needs on a fresh clone: the first run creates
+# .venv from the pinned requirements, later runs reuse it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt policies/requirements.txt
+
+DIR ?= .
+STACK ?= example
+
+.PHONY: help venv test lint plan policy-check demo bench clean
+
+help:
+	@echo "make demo          run the example schedule locally (emulator + handler + Scheduler simulator)"
+	@echo "make test          lint + the whole test suite against the Firestore emulator"
+	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
+	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
+	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+
+$(STAMP): $(REQUIREMENTS)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
+	$(PY) -m pytest
+
+plan: $(STAMP)
+	$(PY) -m offline.plan --dir $(DIR) --stack $(STACK)
+
+policy-check: $(STAMP)
+	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK)
+
+demo: $(STAMP)
+	$(PY) -m localrun.demo $(ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

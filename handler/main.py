@@ -1,0 +1,21 @@
+"""Cloud Run functions entry point: thin glue between the request and runledger.App."""
+
+from __future__ import annotations
+
+import os
+
+import flask
+import functions_framework
+
+from runledger.app import MAX_BODY_BYTES, App
+
+# Settings and the jobs module are checked here, at start-up, so a bad
+# deployment fails to start instead of failing each delivery.
+APP = App.from_env(os.environ)
+
+
+@functions_framework.http
+def handle_scheduled_job(request: flask.Request) -> flask.Response:
+    body = request.stream.read(MAX_BODY_BYTES + 1)
+    response = APP.handle(request.method, request.headers.items(), body)
+    return flask.make_response(flask.jsonify(response.body()), response.status)

@@ -1,0 +1,92 @@
+"""DEDUP_* settings, read and checked once at start-up.
+
+A bad value stops the handler from starting with a message that names the
+variable, instead of surfacing later as a failed delivery.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from runledger.exceptions import ConfigError
+
+
+class ManualRuns(StrEnum):
+    # A forced run gets its own key: the real run at that time still happens.
+    SEPARATE = "separate"
+    # A forced run is refused with 403.
+    REJECT = "reject"
+
+
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
+_COLLECTION = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_DATABASE = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,62}")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+@dataclass(frozen=True)
+class Settings:
+    collection: str
+    database: str
+    lease: timedelta
+    retention: timedelta
+    project_header: str
+    region_header: str
+    manual_runs: ManualRuns
+    jobs_module: str
+    allowed_invokers: frozenset[str]
+    allowed_projects: frozenset[str]
+    allowed_regions: frozenset[str]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        def text(name: str, default: str, pattern: re.Pattern[str], what: str) -> str:
+            value = env.get(name, default).strip()
+            if not pattern.fullmatch(value):
+                raise ConfigError(f"{name}: {value!r} is not {what}")
+            return value
+
+        def seconds(name: str, default: int) -> timedelta:
+            raw = env.get(name, str(default)).strip()
+            if not raw.isdigit() or int(raw) <= 0:
+                raise ConfigError(f"{name}: {raw!r} is not a positive whole number of seconds")
+            return timedelta(seconds=int(raw))
+
+        def names(name: str) -> frozenset[str]:
+            return frozenset(item.strip() for item in env.get(name, "").split(",") if item.strip())
+
+        manual = env.get("DEDUP_MANUAL_RUNS", ManualRuns.SEPARATE.value).strip()
+        if manual not in ManualRuns.__members__.values():
+            choices = ", ".join(m.value for m in ManualRuns)
+            raise ConfigError(f"DEDUP_MANUAL_RUNS: {manual!r} is not one of {choices}")
+        settings = cls(
+            collection=text(
+                "DEDUP_COLLECTION", "scheduler_runs", _COLLECTION, "a Firestore collection id"
+            ),
+            database=text("DEDUP_DATABASE", "(default)", _DATABASE, "a Firestore database id"),
+            lease=seconds("DEDUP_LEASE_SECONDS", 360),
+            retention=seconds("DEDUP_RETENTION_SECONDS", 7 * 24 * 3600),
+            project_header=text(
+                "DEDUP_PROJECT_HEADER", "X-Dedup-Project", _HEADER_NAME, "an HTTP header name"
+            ),
+            region_header=text(
+                "DEDUP_REGION_HEADER", "X-Dedup-Region", _HEADER_NAME, "an HTTP header name"
+            ),
+            manual_runs=ManualRuns(manual),
+            jobs_module=text("DEDUP_JOBS_MODULE", "jobs", _MODULE, "a Python module name"),
+            allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
+            allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
+            allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
+        )
+        if settings.retention <= settings.lease:
+            raise ConfigError(
+                "DEDUP_RETENTION_SECONDS: must be longer than DEDUP_LEASE_SECONDS, "
+                "or a record could expire while its lease is live"
+            )
+        if settings.project_header.lower() == settings.region_header.lower():
+            raise ConfigError("DEDUP_REGION_HEADER: must differ from DEDUP_PROJECT_HEADER")
+        return settings

@@ -1,0 +1,134 @@
+"""Turn one HTTP delivery's headers into the run it belongs to.
+
+The Scheduler headers are not authenticated and arrive in any case and
+UTC offset, so everything here is strict: a delivery that cannot be keyed
+exactly is refused with a one-line reason before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from runledger.config import ManualRuns, Settings
+from runledger.exceptions import BadRequest
+from runledger.jobs import JOB_ID
+from runledger.ledger import RunIdentity
+
+JOB_HEADER = "X-CloudScheduler-JobName"
+SCHEDULE_HEADER = "X-CloudScheduler-ScheduleTime"
+# Scheduled deliveries never arrive before their schedule time; one stamped
+# further ahead than this is a forced run carrying the next scheduled time.
+MANUAL_TOLERANCE = timedelta(seconds=10)
+# The furthest a forced run's "next scheduled time" can lie ahead: a yearly job.
+MAX_FUTURE = timedelta(days=400)
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+_ID_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
+_MAX_SHOWN = 60
+
+
+def _shown(value: str) -> str:
+    """Quote untrusted input for a reason line, bounded and printable."""
+    cut = value[:_MAX_SHOWN] + ("..." if len(value) > _MAX_SHOWN else "")
+    return repr(cut)
+
+
+def header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
+    wanted = name.lower()
+    return [value for key, value in headers if key.lower() == wanted]
+
+
+def single_header(headers: Iterable[tuple[str, str]], name: str) -> str:
+    values = header_values(headers, name)
+    if not values or not values[0].strip():
+        raise BadRequest(f"missing header {name}")
+    if len(values) > 1:
+        raise BadRequest(f"header {name} is repeated")
+    return values[0].strip()
+
+
+def parse_schedule_time(value: str) -> datetime:
+    """Parse RFC 3339 and normalise to UTC, so every offset of one instant is one run."""
+    match = _RFC3339.fullmatch(value)
+    if not match:
+        raise BadRequest(f"{SCHEDULE_HEADER} {_shown(value)} is not an RFC 3339 timestamp")
+    year, month, day, hour, minute, second = (int(g) for g in match.group(1, 2, 3, 4, 5, 6))
+    if second == 60:
+        raise BadRequest(f"{SCHEDULE_HEADER} {_shown(value)} is a leap second; not a schedule time")
+    micros = int((match.group(7) or "0")[:6].ljust(6, "0"))
+    offset = timedelta(0)
+    if match.group(9):
+        offset_h, offset_m = int(match.group(10)), int(match.group(11))
+        if offset_h > 23 or offset_m > 59:
+            raise BadRequest(f"{SCHEDULE_HEADER} {_shown(value)} has an invalid UTC offset")
+        offset = timedelta(hours=offset_h, minutes=offset_m)
+        if match.group(9) == "-":
+            offset = -offset
+    try:
+        local = datetime(year, month, day, hour, minute, second, micros, tzinfo=UTC)
+        return local - offset
+    except (ValueError, OverflowError) as exc:
+        raise BadRequest(f"{SCHEDULE_HEADER} {_shown(value)} is out of range") from exc
+
+
+def _id_header(headers: Iterable[tuple[str, str]], name: str, allowed: frozenset[str]) -> str:
+    value = single_header(headers, name)
+    if not _ID_VALUE.fullmatch(value):
+        raise BadRequest(f"header {name} {_shown(value)} is not a valid identifier")
+    if allowed and value not in allowed:
+        raise BadRequest(f"header {name} {_shown(value)} is not served here", status=403)
+    return value
+
+
+def run_key(job: str, schedule_time: datetime, project: str, region: str, manual: bool) -> str:
+    canonical = "\n".join(
+        [
+            "v1",
+            project,
+            region,
+            job,
+            schedule_time.astimezone(UTC).isoformat(timespec="microseconds"),
+            "manual" if manual else "scheduled",
+        ]
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def identify_run(
+    headers: Iterable[tuple[str, str]],
+    settings: Settings,
+    jobs: Mapping[str, object],
+    now: datetime,
+) -> RunIdentity:
+    headers = list(headers)
+    job = single_header(headers, JOB_HEADER)
+    if not JOB_ID.fullmatch(job):
+        raise BadRequest(f"{JOB_HEADER} {_shown(job)} is not a Cloud Scheduler job id")
+    schedule_time = parse_schedule_time(single_header(headers, SCHEDULE_HEADER))
+    project = _id_header(headers, settings.project_header, settings.allowed_projects)
+    region = _id_header(headers, settings.region_header, settings.allowed_regions)
+    if job not in jobs:
+        raise BadRequest(f"unknown job {_shown(job)}: not in {settings.jobs_module}.JOBS", 404)
+    if schedule_time < now - settings.retention:
+        raise BadRequest(
+            f"{SCHEDULE_HEADER} is older than the ledger retention "
+            f"({int(settings.retention.total_seconds())} s); it cannot be deduplicated"
+        )
+    if schedule_time > now + MAX_FUTURE:
+        raise BadRequest(f"{SCHEDULE_HEADER} is more than {MAX_FUTURE.days} days ahead")
+    manual = schedule_time > now + MANUAL_TOLERANCE
+    if manual and settings.manual_runs is ManualRuns.REJECT:
+        raise BadRequest("forced (manual) runs are rejected here (DEDUP_MANUAL_RUNS=reject)", 403)
+    return RunIdentity(
+        key=run_key(job, schedule_time, project, region, manual),
+        job=job,
+        schedule_time=schedule_time,
+        project=project,
+        region=region,
+        manual=manual,
+    )

@@ -1,0 +1,92 @@
+"""RunStore on Firestore: one document per run, fenced by `update_time` preconditions.
+
+`create()` is a single commit with an exists=false precondition and `update()`
+and `delete()` carry a last-update-time precondition, so the common path costs
+one RPC per step and never takes a transaction lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
+
+from runledger.exceptions import RecordExists, StoreUnavailable, VersionConflict
+from runledger.record import RunRecord, Versioned
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+# One store call may take this long in all, retries included: well inside
+# Cloud Scheduler's minimum attempt deadline of 15 s, so an unreachable
+# Firestore becomes a 503 the Scheduler retries, not a timed-out delivery.
+CALL_DEADLINE_S = 8.0
+_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
+
+
+def _retry() -> gretry.Retry:
+    return gretry.Retry(
+        predicate=gretry.if_exception_type(*_TRANSIENT),
+        initial=0.1,
+        maximum=1.0,
+        timeout=CALL_DEADLINE_S,
+    )
+
+
+@contextmanager
+def _unavailable_on_transport_errors() -> Iterator[None]:
+    try:
+        yield
+    except (RecordExists, VersionConflict):
+        raise
+    except (gexc.RetryError, *_TRANSIENT) as exc:
+        raise StoreUnavailable(f"Firestore unavailable: {type(exc).__name__}") from exc
+    except gexc.GoogleAPICallError as exc:
+        raise StoreUnavailable(f"Firestore error: {type(exc).__name__}: {exc.message}") from exc
+
+
+class FirestoreRunStore:
+    def __init__(self, client: firestore.Client, collection: str) -> None:
+        self._client = client
+        self._collection = client.collection(collection)
+
+    def get(self, key: str) -> Versioned | None:
+        with _unavailable_on_transport_errors():
+            snapshot = self._collection.document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
+        if not snapshot.exists:
+            return None
+        return Versioned(RunRecord.from_document(snapshot.to_dict()), snapshot.update_time)
+
+    def create(self, key: str, record: RunRecord) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._collection.document(key).create(
+                    record.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._collection.document(key).update(
+                    dict(changes), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time
+
+    def delete(self, key: str, version: Any) -> None:
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                self._collection.document(key).delete(
+                    option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc

@@ -1,0 +1,145 @@
+"""Start and stop the official Firestore emulator on a free loopback port.
+
+Tests, the demo and the benchmarks all use the same emulator the Google Cloud
+SDK ships, so that preconditions, transactions and timestamps behave as in
+production. Nothing here falls back to an in-process fake: when the emulator
+is missing, `EmulatorMissing` says what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EMULATOR_MAIN = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
+JAR_RELATIVE = Path("platform/cloud-firestore-emulator/cloud-firestore-emulator.jar")
+SDK_ROOT_CANDIDATES = (Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/google-cloud-sdk"))
+INSTALL_HINT = (
+    "install the Google Cloud SDK component 'cloud-firestore-emulator' "
+    "(Debian: google-cloud-cli-firestore-emulator; SDK: gcloud components install "
+    "cloud-firestore-emulator) and java 17+"
+)
+
+
+class EmulatorMissing(RuntimeError):
+    """The Firestore emulator (or the java it needs) is not installed."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _sdk_roots() -> list[Path]:
+    roots = []
+    if env_root := os.environ.get("CLOUDSDK_ROOT_DIR"):
+        roots.append(Path(env_root))
+    if gcloud := shutil.which("gcloud"):
+        roots.append(Path(os.path.realpath(gcloud)).parent.parent)
+    roots.extend(SDK_ROOT_CANDIDATES)
+    return roots
+
+
+def find_emulator_jar() -> Path:
+    """Locate the emulator jar, or raise `EmulatorMissing` with an install hint."""
+    if shutil.which("java") is None:
+        raise EmulatorMissing(f"java not found on PATH: {INSTALL_HINT}")
+    for root in _sdk_roots():
+        jar = root / JAR_RELATIVE
+        if jar.is_file():
+            return jar
+    raise EmulatorMissing(f"Firestore emulator jar not found: {INSTALL_HINT}")
+
+
+@dataclass
+class FirestoreEmulator:
+    """One running emulator process; use as a context manager or call stop()."""
+
+    host: str
+    project: str
+    process: subprocess.Popen[bytes] = field(repr=False)
+    log_path: Path = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}"
+
+    def clear(self, database: str = "(default)") -> None:
+        """Delete every document, so each test starts from an empty ledger."""
+        url = f"{self.base_url}/emulator/v1/projects/{self.project}/databases/{database}/documents"
+        request = urllib.request.Request(url, method="DELETE")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def is_running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def env(self) -> dict[str, str]:
+        """Variables that point the Firestore client library at this emulator."""
+        return {"FIRESTORE_EMULATOR_HOST": self.host, "GOOGLE_CLOUD_PROJECT": self.project}
+
+    def __enter__(self) -> FirestoreEmulator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _wait_ready(host: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://{host}/", timeout=1) as response:
+                if response.read().strip() == b"Ok":
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def start_emulator(
+    project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 60.0
+) -> FirestoreEmulator:
+    """Start an emulator on 127.0.0.1 and wait until it answers."""
+    jar = find_emulator_jar()
+    port = port or free_port()
+    host = f"127.0.0.1:{port}"
+    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - outlives this function
+        prefix="firestore-emulator-", suffix=".log", delete=False
+    )
+    process = subprocess.Popen(
+        ["java", "-cp", str(jar), EMULATOR_MAIN, "start", "--host=127.0.0.1", f"--port={port}"],
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log_file.close()
+    emulator = FirestoreEmulator(host, project, process, Path(log_file.name))
+    if not _wait_ready(host, process, ready_timeout_s):
+        emulator.stop()
+        tail = Path(log_file.name).read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"Firestore emulator did not become ready on {host}:\n{tail}")
+    return emulator

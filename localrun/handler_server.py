@@ -1,0 +1,117 @@
+"""Serve the real handler over HTTP on loopback, as Cloud Run would run it.
+
+The handler runs in its own process under functions-framework, with the
+`handler/` directory as its source, so what the demo, the benchmarks and the
+fault tests talk to is the code `pulumi up` deploys.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localrun.emulator import free_port
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HANDLER_DIR = REPO_ROOT / "handler"
+
+
+@dataclass
+class HandlerServer:
+    url: str
+    process: subprocess.Popen[bytes] = field(repr=False)
+    log_path: Path = field(repr=False)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: a crash, with no chance to clean up."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def __enter__(self) -> HandlerServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _wait_listening(url: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return True
+        except urllib.error.HTTPError:
+            return True  # any HTTP answer (405 for GET) means it is serving
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.05)
+    return False
+
+
+def start_handler(
+    env: Mapping[str, str],
+    *,
+    source: Path = HANDLER_DIR / "main.py",
+    target: str = "handle_scheduled_job",
+    extra_pythonpath: tuple[Path, ...] = (REPO_ROOT,),
+    ready_timeout_s: float = 60.0,
+) -> HandlerServer:
+    """Start functions-framework on a free loopback port with `env` on top of ours.
+
+    `extra_pythonpath` lets a jobs module outside `handler/` (the demo's) be
+    named in DEDUP_JOBS_MODULE.
+    """
+    port = free_port()
+    pythonpath = [str(source.parent), *(str(p) for p in extra_pythonpath)]
+    if existing := os.environ.get("PYTHONPATH"):
+        pythonpath.append(existing)
+    child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    child_env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    command = [
+        sys.executable,
+        "-m",
+        "functions_framework",
+        f"--source={source}",
+        f"--target={target}",
+        "--host=127.0.0.1",
+        f"--port={port}",
+    ]
+    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - outlives this function
+        prefix="handler-", suffix=".log", delete=False
+    )
+    process = subprocess.Popen(
+        command,
+        env=child_env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log_file.close()
+    server = HandlerServer(f"http://127.0.0.1:{port}/", process, Path(log_file.name))
+    if not _wait_listening(server.url, process, ready_timeout_s):
+        server.kill()
+        raise RuntimeError(f"handler did not start on {server.url}:\n{server.log()[-3000:]}")
+    return server

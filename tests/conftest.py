@@ -1,0 +1,65 @@
+"""Shared fixtures: one official Firestore emulator for the whole session.
+
+Tests that need Firestore take the `firestore_db` fixture (an empty database,
+a client pointed at the emulator). If the emulator is not installed they are
+skipped with a loud reason, the session ends with a banner naming them, and
+the exit status is non-zero: a missing emulator never looks like a clean pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
+
+MISSING_PREFIX = "FIRESTORE EMULATOR MISSING"
+_missing_tests: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def firestore_emulator() -> Iterator[FirestoreEmulator]:
+    try:
+        emulator = start_emulator()
+    except EmulatorMissing as exc:
+        pytest.skip(f"{MISSING_PREFIX}: {exc}")
+    saved = {key: os.environ.get(key) for key in emulator.env()}
+    os.environ.update(emulator.env())
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def firestore_db(firestore_emulator: FirestoreEmulator):
+    """A Firestore client on an emptied emulator database."""
+    from google.cloud import firestore
+
+    firestore_emulator.clear()
+    return firestore.Client(project=firestore_emulator.project)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    missing = isinstance(report.longrepr, tuple) and MISSING_PREFIX in str(report.longrepr[2])
+    if report.skipped and missing:
+        _missing_tests.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _missing_tests:
+        terminalreporter.write_sep("!", f"{MISSING_PREFIX}: {len(_missing_tests)} tests NOT RUN")
+        for nodeid in _missing_tests:
+            terminalreporter.write_line(f"not run: {nodeid}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _missing_tests and session.exitstatus == 0:
+        session.exitstatus = 1

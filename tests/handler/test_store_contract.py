@@ -1,0 +1,79 @@
+"""The four store primitives behave the same on Firestore and in memory."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runledger.exceptions import RecordExists, VersionConflict
+from runledger.record import RunRecord, Status
+from tests.handler.support import T0
+
+
+def record(attempt_id: str = "a1", status: Status = Status.IN_PROGRESS) -> RunRecord:
+    return RunRecord(
+        status=status,
+        attempt_id=attempt_id,
+        lease_expires=T0 + timedelta(minutes=5),
+        expire_at=T0 + timedelta(days=1),
+        job="nightly-report",
+        schedule_time=T0,
+        project="acme-prod",
+        region="europe-west1",
+        manual=False,
+        attempts=1,
+        claimed_at=T0,
+    )
+
+
+def test_create_then_get_round_trips_every_field(store):
+    store.create("k1", record())
+    got = store.get("k1")
+    assert got is not None
+    assert got.record == record()
+
+
+def test_get_of_missing_key_is_none(store):
+    assert store.get("absent") is None
+
+
+def test_create_on_taken_key_raises_and_keeps_the_first(store):
+    store.create("k1", record("first"))
+    with pytest.raises(RecordExists):
+        store.create("k1", record("second"))
+    assert store.get("k1").record.attempt_id == "first"
+
+
+def test_update_at_current_version_applies_and_returns_a_new_version(store):
+    version = store.create("k1", record())
+    new_version = store.update("k1", {"status": "completed"}, version)
+    assert new_version != version
+    got = store.get("k1")
+    assert got.record.status is Status.COMPLETED
+    assert got.version == new_version
+
+
+def test_update_at_stale_version_is_refused(store):
+    old = store.create("k1", record())
+    store.update("k1", {"attempts": 2}, old)
+    with pytest.raises(VersionConflict):
+        store.update("k1", {"status": "completed"}, old)
+    assert store.get("k1").record.status is Status.IN_PROGRESS
+
+
+def test_update_of_missing_record_is_a_conflict(store):
+    version = store.create("k1", record())
+    store.delete("k1", version)
+    with pytest.raises(VersionConflict):
+        store.update("k1", {"status": "completed"}, version)
+    assert store.get("k1") is None
+
+
+def test_delete_is_fenced(store):
+    old = store.create("k1", record())
+    current = store.update("k1", {"attempts": 2}, old)
+    with pytest.raises(VersionConflict):
+        store.delete("k1", old)
+    store.delete("k1", current)
+    assert store.get("k1") is None
