@@ -1,0 +1,293 @@
+"""Every branch of a delivery, end to end on the Firestore emulator: status, record, effect."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from google.cloud import firestore
+
+from localrun.emulator import free_port
+from runledger.app import MAX_BODY_BYTES
+from runledger.delivery import identify_run
+from runledger.exceptions import TerminalJobError
+from runledger.firestore_store import FirestoreRunStore
+from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.record import Status
+from tests.handler.support import FakeClock, make_app, scheduler_headers
+
+JOB = "nightly-report"
+
+
+class Recorder:
+    """A job that counts its executions, independently of the ledger."""
+
+    def __init__(self, fail_with: BaseException | None = None) -> None:
+        self.runs: list[str] = []
+        self.fail_with = fail_with
+        self._lock = threading.Lock()
+
+    def __call__(self, ctx) -> None:
+        with self._lock:
+            self.runs.append(ctx.run_id)
+        if self.fail_with is not None:
+            raise self.fail_with
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def deliver(app, headers=None, method="POST", body=b""):
+    return app.handle(method, scheduler_headers() if headers is None else headers, body)
+
+
+def run_key(app) -> str:
+    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
+
+
+def stored(firestore_store, app):
+    found = firestore_store.get(run_key(app))
+    return None if found is None else found.record
+
+
+def all_documents(firestore_db):
+    return list(firestore_db.collection("scheduler_runs").stream())
+
+
+def test_first_delivery_runs_the_work_and_records_completion_in_two_rpcs(
+    firestore_store, rpc_counter, clock
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    response = deliver(app)
+    assert (response.status, response.outcome) == (200, "completed")
+    assert rpc_counter.total == 2
+    assert len(job.runs) == 1
+    record = stored(firestore_store, app)
+    assert record.status is Status.COMPLETED
+    assert record.attempts == 1
+    assert record.expire_at == record.schedule_time + app.settings.retention
+
+
+def test_duplicate_of_a_completed_run_answers_200_without_work_in_two_rpcs(
+    firestore_store, rpc_counter, clock
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    deliver(app)
+    rpc_counter.reset()
+    response = deliver(app, scheduler_headers(schedule_time="2026-10-16T05:00:00-07:00"))
+    assert (response.status, response.outcome) == (200, "duplicate_completed")
+    assert rpc_counter.total == 2
+    assert len(job.runs) == 1
+
+
+def test_duplicate_while_the_first_attempt_runs_answers_409(firestore_store, clock):
+    inside, release = threading.Event(), threading.Event()
+    answers = []
+
+    def slow(ctx) -> None:
+        inside.set()
+        release.wait(10)
+
+    app = make_app(firestore_store, {JOB: slow}, clock)
+    first = threading.Thread(target=lambda: answers.append(deliver(app)))
+    first.start()
+    assert inside.wait(10)
+    duplicate = deliver(app)
+    release.set()
+    first.join(10)
+    assert (duplicate.status, duplicate.outcome) == (409, "duplicate_in_progress")
+    assert answers[0].status == 200
+
+
+def test_concurrent_duplicates_execute_the_work_exactly_once(firestore_store, clock):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    headers = [
+        scheduler_headers(schedule_time=stamp)
+        for stamp in ("2026-10-16T12:00:00Z", "2026-10-16T05:00:00-07:00") * 8
+    ]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        statuses = [r.status for r in pool.map(lambda h: deliver(app, h), headers)]
+    assert len(job.runs) == 1
+    assert all(status in (200, 409) for status in statuses)
+    assert statuses.count(200) >= 1
+    assert stored(firestore_store, app).status is Status.COMPLETED
+
+
+def test_retryable_failure_releases_the_run_and_the_retry_runs_it_once_more(firestore_store, clock):
+    job = Recorder(fail_with=TimeoutError("upstream timed out"))
+    app = make_app(firestore_store, {JOB: job}, clock)
+    failed = deliver(app)
+    assert (failed.status, failed.outcome) == (500, "failed_retryable")
+    record = stored(firestore_store, app)
+    assert record.status is Status.RELEASED
+    assert record.error == "TimeoutError: upstream timed out"
+    job.fail_with = None
+    retried = deliver(app)
+    assert retried.status == 200
+    assert len(job.runs) == 2
+    record = stored(firestore_store, app)
+    assert (record.status, record.attempts) == (Status.COMPLETED, 2)
+    assert deliver(app).outcome == "duplicate_completed"
+    assert len(job.runs) == 2
+
+
+def test_terminal_failure_is_recorded_and_never_rerun(firestore_store, clock):
+    job = Recorder(fail_with=TerminalJobError("customer account closed"))
+    app = make_app(firestore_store, {JOB: job}, clock)
+    response = deliver(app)
+    assert (response.status, response.outcome) == (422, "failed_terminal")
+    record = stored(firestore_store, app)
+    assert record.status is Status.FAILED
+    assert record.error == "TerminalJobError: customer account closed"
+    clock.advance(hours=2)
+    again = deliver(app)
+    assert (again.status, again.outcome) == (422, "duplicate_failed")
+    assert "customer account closed" in again.message
+    assert len(job.runs) == 1
+
+
+def test_crash_after_claim_is_reclaimed_once_the_lease_runs_out(firestore_store, clock):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    app.ledger.claim(identify_run(scheduler_headers(), app.settings, app.jobs, clock()))
+    assert deliver(app).status == 409
+    clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
+    response = deliver(app)
+    assert response.status == 200
+    assert len(job.runs) == 1
+    record = stored(firestore_store, app)
+    assert (record.status, record.attempts) == (Status.COMPLETED, 2)
+
+
+def test_attempt_that_lost_its_lease_cannot_overwrite_the_newer_attempt(firestore_store, clock):
+    """The first attempt stalls past its lease; a retry takes over and is still running."""
+    stalled, resume, takeover_inside, takeover_done = (threading.Event() for _ in range(4))
+    answers = {}
+
+    def job(ctx) -> None:
+        if ctx.attempt_id == "attempt-1":
+            stalled.set()
+            resume.wait(10)
+        else:
+            takeover_inside.set()
+            takeover_done.wait(10)
+
+    app = make_app(firestore_store, {JOB: job}, clock)
+    first = threading.Thread(target=lambda: answers.setdefault("late", deliver(app)))
+    first.start()
+    assert stalled.wait(10)
+    clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
+    second = threading.Thread(target=lambda: answers.setdefault("newer", deliver(app)))
+    second.start()
+    assert takeover_inside.wait(10)
+    resume.set()
+    first.join(10)
+    assert (answers["late"].status, answers["late"].outcome) == (409, "lease_lost")
+    record = stored(firestore_store, app)
+    assert (record.status, record.attempt_id) == (Status.IN_PROGRESS, "attempt-2")
+    takeover_done.set()
+    second.join(10)
+    assert answers["newer"].status == 200
+    assert stored(firestore_store, app).attempt_id == "attempt-2"
+
+
+def test_job_sees_its_lease_lost_through_the_context(firestore_store, clock):
+    seen = {}
+
+    def job(ctx) -> None:
+        seen["before"] = ctx.lease_held()
+        clock.advance(seconds=app.settings.lease.total_seconds())
+        seen["after"] = ctx.lease_held()
+        ctx.ensure_lease()
+
+    app = make_app(firestore_store, {JOB: job}, clock)
+    response = deliver(app)
+    assert seen == {"before": True, "after": False}
+    assert (response.status, response.outcome) == (409, "lease_lost")
+
+
+def test_context_carries_the_run_identity_and_body(firestore_store, clock):
+    seen = []
+    app = make_app(firestore_store, {JOB: seen.append}, clock)
+    deliver(app, body=b'{"ledger": "eu"}')
+    ctx = seen[0]
+    assert ctx.run_id == run_key(app)
+    assert (ctx.job_name, ctx.project, ctx.region, ctx.manual) == (
+        JOB,
+        "acme-prod",
+        "europe-west1",
+        False,
+    )
+    assert ctx.schedule_time.isoformat() == "2026-10-16T12:00:00+00:00"
+    assert ctx.attempt_id == "attempt-1"
+    assert ctx.body == b'{"ledger": "eu"}'
+
+
+def test_forced_run_runs_under_its_own_key_and_the_real_run_still_happens(
+    firestore_store, firestore_db, clock
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    next_run = scheduler_headers(schedule_time="2026-10-16T13:00:00Z")
+    assert deliver(app, next_run).status == 200
+    assert deliver(app, next_run).outcome == "duplicate_completed"
+    clock.advance(hours=1)
+    assert deliver(app, next_run).outcome == "completed"
+    assert len(job.runs) == 2
+    manual_flags = sorted(doc.to_dict()["manual"] for doc in all_documents(firestore_db))
+    assert manual_flags == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "body", "status"),
+    [
+        ("GET", None, b"", 405),
+        ("POST", scheduler_headers(job="unknown-job"), b"", 404),
+        ("POST", scheduler_headers(schedule_time="not-a-time"), b"", 400),
+        ("POST", [], b"", 400),
+        ("POST", None, b"x" * (MAX_BODY_BYTES + 1), 413),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(
+    firestore_store, firestore_db, rpc_counter, clock, method, headers, body, status
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    response = deliver(app, headers, method=method, body=body)
+    assert response.status == status
+    assert response.outcome == "rejected"
+    assert rpc_counter.total == 0
+    assert all_documents(firestore_db) == []
+    assert job.runs == []
+
+
+def test_firestore_unreachable_answers_503_and_runs_nothing(clock, monkeypatch):
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{free_port()}")
+    store = FirestoreRunStore(firestore.Client(project="demo-down"), "scheduler_runs")
+    job = Recorder()
+    app = make_app(store, {JOB: job}, clock)
+    response = deliver(app)
+    assert (response.status, response.outcome) == (503, "store_unavailable")
+    assert job.runs == []
+
+
+def test_one_json_log_line_per_request(firestore_store, clock, capsys):
+    app = make_app(firestore_store, {JOB: Recorder()}, clock)
+    deliver(app)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 1
+    entry = lines[0]
+    assert entry["severity"] == "INFO"
+    assert entry["outcome"] == "completed"
+    assert entry["job"] == JOB
+    assert entry["schedule_time"] == "2026-10-16T12:00:00+00:00"
+    assert entry["attempt_id"] == "attempt-1"
+    assert len(entry["run_key"]) == 64
+    assert entry["duration_ms"] >= 0
