@@ -8,10 +8,15 @@ import flask
 import functions_framework
 
 from runledger.app import MAX_BODY_BYTES, App
+from runledger.exceptions import ConfigError
 
 # Settings and the jobs module are checked here, at start-up, so a bad
-# deployment fails to start instead of failing each delivery.
-APP = App.from_env(os.environ)
+# deployment fails to start, with one line naming the variable, instead of
+# failing each delivery.
+try:
+    APP = App.from_env(os.environ)
+except ConfigError as exc:
+    raise SystemExit(f"handler configuration error: {exc}") from None
 
 
 @functions_framework.http

@@ -1,0 +1,60 @@
+"""The deployed entry point, served by functions-framework over real HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from localrun.handler_server import HANDLER_DIR, start_handler
+from tests.handler.support import scheduler_headers
+
+RECENT = "2026-10-16T12:00:00Z"
+
+
+@pytest.fixture
+def server(firestore_emulator):
+    firestore_emulator.clear()
+    env = firestore_emulator.env() | {"DEDUP_RETENTION_SECONDS": str(3650 * 86400)}
+    with start_handler(env) as running:
+        yield running
+
+
+def test_served_handler_completes_once_then_answers_duplicates(server, firestore_db):
+    headers = dict(scheduler_headers(schedule_time=RECENT))
+    first = requests.post(server.url, headers=headers, data=b"{}", timeout=30)
+    assert first.status_code == 200
+    assert first.json()["outcome"] == "completed"
+    lower = {name.lower(): value for name, value in headers.items()}
+    again = requests.post(server.url, headers=lower, data=b"{}", timeout=30)
+    assert (again.status_code, again.json()["outcome"]) == (200, "duplicate_completed")
+    documents = [doc.to_dict() for doc in firestore_db.collection("scheduler_runs").stream()]
+    assert [doc["status"] for doc in documents] == ["completed"]
+
+
+def test_served_handler_refuses_get_and_unknown_jobs(server):
+    assert requests.get(server.url, timeout=30).status_code == 405
+    unknown = dict(scheduler_headers(job="not-registered", schedule_time=RECENT))
+    response = requests.post(server.url, headers=unknown, timeout=30)
+    assert response.status_code == 404
+    assert "unknown job" in response.json()["message"]
+
+
+def test_bad_setting_stops_start_up_with_one_line_naming_the_variable():
+    env = os.environ | {"DEDUP_LEASE_SECONDS": "soon", "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import main"],
+        cwd=HANDLER_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "handler configuration error: DEDUP_LEASE_SECONDS: 'soon' is not a positive "
+        "whole number of seconds"
+    )
