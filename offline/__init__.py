@@ -1,0 +1,1 @@
+"""Offline tools: run the Pulumi program under mocks (`mockrun`) and print its plan (`plan`)."""

@@ -1,0 +1,165 @@
+"""Print what `pulumi up` would create for a stack, offline.
+
+    python -m offline.plan --dir DIR --stack STACK
+
+Runs the project's real program under Pulumi's mocks (see `offline.mockrun`), so
+the plan reflects the code as it is, with no Pulumi CLI, plugins or credentials.
+Prints the resource tree (type, name, key settings) and the stack outputs. A
+config error prints one line `error: <message>` and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from offline.mockrun import STACK_TYPE, CapturedResource, ProgramFailed, run_program
+
+# The settings worth reading in a plan, per type token (dotted paths into the inputs).
+# Types not listed show their top-level scalar inputs.
+KEY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "gcp:projects/service:Service": ("service", "disableOnDestroy"),
+    "gcp:serviceaccount/account:Account": ("accountId", "displayName"),
+    "gcp:firestore/database:Database": (
+        "name",
+        "locationId",
+        "type",
+        "deleteProtectionState",
+        "pointInTimeRecoveryEnablement",
+        "deletionPolicy",
+    ),
+    "gcp:firestore/field:Field": ("database", "collection", "field", "ttlConfig", "indexConfig"),
+    "gcp:projects/iAMCustomRole:IAMCustomRole": ("roleId", "permissions"),
+    "gcp:projects/iAMMember:IAMMember": ("role", "member", "condition.expression"),
+    "gcp:serviceaccount/iAMMember:IAMMember": ("serviceAccountId", "role", "member"),
+    "gcp:storage/bucketIAMMember:BucketIAMMember": ("bucket", "role", "member"),
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": (
+        "repository",
+        "role",
+        "member",
+    ),
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": ("name", "role", "member"),
+    "gcp:storage/bucket:Bucket": ("name", "location", "publicAccessPrevention"),
+    "gcp:storage/bucketObject:BucketObject": ("bucket", "name", "source"),
+    "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),
+    "gcp:cloudfunctionsv2/function:Function": (
+        "name",
+        "location",
+        "buildConfig.runtime",
+        "buildConfig.entryPoint",
+        "buildConfig.serviceAccount",
+        "buildConfig.source.storageSource.object",
+        "serviceConfig.serviceAccountEmail",
+        "serviceConfig.timeoutSeconds",
+        "serviceConfig.maxInstanceCount",
+        "serviceConfig.maxInstanceRequestConcurrency",
+        "serviceConfig.ingressSettings",
+        "serviceConfig.environmentVariables",
+    ),
+    "gcp:cloudscheduler/job:Job": (
+        "name",
+        "schedule",
+        "timeZone",
+        "attemptDeadline",
+        "retryConfig",
+        "httpTarget.httpMethod",
+        "httpTarget.uri",
+        "httpTarget.headers",
+        "httpTarget.oidcToken",
+    ),
+}
+
+_MISSING = object()
+
+
+def _lookup(values: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(values, dict) or part not in values:
+            return _MISSING
+        values = values[part]
+    return values
+
+
+def format_value(value: Any) -> str:
+    """One-line rendering: YAML-style booleans, whole floats as ints (wire form), maps as k=v."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={format_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, pulumi.AssetArchive):
+        return f"<archive of {len(value.assets)} files>"
+    if isinstance(value, pulumi.Asset | pulumi.Archive):
+        return f"<{type(value).__name__}>"
+    return str(value)
+
+
+def key_settings(resource: CapturedResource) -> list[tuple[str, str]]:
+    """(path, rendered value) pairs worth showing for this resource."""
+    paths = KEY_SETTINGS.get(resource.type)
+    if paths is None:
+        paths = tuple(
+            key
+            for key, value in resource.inputs.items()
+            if not isinstance(value, dict | list) and key != "project"
+        )
+    found = ((path, _lookup(resource.inputs, path)) for path in paths)
+    return [(path, format_value(value)) for path, value in found if value is not _MISSING]
+
+
+def render_plan(resources: Sequence[CapturedResource], stack_outputs: dict[str, Any]) -> str:
+    """The plan as text: a parent/child tree of resources, then the stack outputs."""
+    children: dict[str | None, list[CapturedResource]] = {}
+    # Sorted, because independent resources register in no fixed order.
+    for resource in sorted(resources, key=lambda r: (r.type, r.name)):
+        children.setdefault(resource.parent, []).append(resource)
+    lines: list[str] = []
+    custom = sum(1 for resource in resources if resource.custom)
+    lines.append(f"{custom} resources to create:")
+
+    def walk(parent: str | None, depth: int) -> None:
+        for resource in children.get(parent, []):
+            indent = "    " * depth
+            if resource.type != STACK_TYPE:
+                lines.append(f"{indent}+ {resource.type}  {resource.name}")
+                for path, value in key_settings(resource):
+                    lines.append(f"{indent}      {path}: {value}")
+            walk(resource.urn, depth + (resource.type != STACK_TYPE))
+
+    walk(None, 0)
+    lines.append("")
+    lines.append("Outputs:")
+    for name, value in stack_outputs.items():
+        if isinstance(value, dict):
+            lines.append(f"    {name}:")
+            lines.extend(f"        {key}: {format_value(item)}" for key, item in value.items())
+        else:
+            lines.append(f"    {name}: {format_value(value)}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
+    parser.add_argument("--stack", default="example", help="stack name (reads Pulumi.STACK.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        resources = run_program(args.dir, args.stack)
+    except ProgramFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
+    print(render_plan(resources, resources.stack_outputs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Fixtures for the infrastructure tests: disposable copies of the Pulumi project.
+
+Each test runs the real program (`infra/__main__.py`) through `offline.mockrun` on
+a copy in a temporary directory, with a small stand-in handler, so tests can edit
+stack config and handler code freely and never depend on the live `handler/` tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+HANDLER_FILES = {
+    "main.py": "def handle_scheduled_job(request):\n    return 'ok', 200\n",
+    "requirements.txt": "functions-framework==3.10.2\n",
+    "jobs.py": "JOBS = {}\n",
+    "runledger/__init__.py": "",
+}
+
+# A multi-job stack: different time zones, deadlines, retry policies, a request body.
+MULTI_JOB_CONFIG: dict[str, Any] = {
+    "gcp:project": "dedup-test-project",
+    "gcp:region": "europe-west3",
+    "scheduler-dedup:database": {"name": "run-ledger", "pointInTimeRecovery": True},
+    "scheduler-dedup:manualRuns": "reject",
+    "scheduler-dedup:maxInstances": 4,
+    "scheduler-dedup:concurrency": 2,
+    "scheduler-dedup:jobs": [
+        {
+            "id": "nightly-report",
+            "schedule": "15 1 * * *",
+            "timeZone": "Europe/Berlin",
+            "description": "Nightly report",
+            "attemptDeadline": "10m",
+            "body": '{"kind": "report"}',
+            "retry": {
+                "retryCount": 3,
+                "maxRetryDuration": "2h",
+                "minBackoffDuration": "30s",
+                "maxBackoffDuration": "300s",
+                "maxDoublings": 2,
+            },
+        },
+        {
+            "id": "hourly-sync",
+            "schedule": "*/15 * * * 1-5",
+            "attemptDeadline": "60s",
+            "retry": {"retryCount": 5},
+        },
+        {
+            "id": "invoice-export",
+            "schedule": "0 7 1 JAN,JUL *",
+            "timeZone": "America/New_York",
+        },
+    ],
+}
+
+
+def write_handler(handler_dir: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = handler_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def write_stack(project_dir: Path, stack: str, config: dict[str, Any]) -> None:
+    document = {"config": config}
+    (project_dir / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """A copy of the Pulumi project (Pulumi.yaml, infra/) with a stand-in handler."""
+    target = tmp_path / "project"
+    target.mkdir()
+    shutil.copy2(REPO / "Pulumi.yaml", target / "Pulumi.yaml")
+    shutil.copytree(REPO / "infra", target / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    write_handler(target / "handler", HANDLER_FILES)
+    return target
+
+
+@pytest.fixture
+def multi_job_config() -> dict[str, Any]:
+    """A fresh copy of the multi-job stack config, safe to edit."""
+    return copy.deepcopy(MULTI_JOB_CONFIG)
+
+
+@pytest.fixture
+def make_stack(project_copy: Path) -> Callable[[dict[str, Any]], Path]:
+    """Write `Pulumi.test.yaml` with the given config into the project copy."""
+
+    def make(config: dict[str, Any]) -> Path:
+        write_stack(project_copy, "test", config)
+        return project_copy
+
+    return make

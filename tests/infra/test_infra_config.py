@@ -1,0 +1,266 @@
+"""The pure-Python stack config model: defaults, derived values, and every rejection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dedup_schedule.config import ConfigError, check_cron, load_stack_config, parse_config
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "scheduler-dedup:"
+
+
+def minimal(**extra: Any) -> dict[str, Any]:
+    """The smallest valid stack: project, region, one job."""
+    values: dict[str, Any] = {
+        "gcp:project": "my-project-1",
+        "gcp:region": "us-central1",
+        f"{NS}jobs": [{"id": "nightly-report", "schedule": "0 2 * * *"}],
+    }
+    values.update({f"{NS}{key}" if ":" not in key else key: value for key, value in extra.items()})
+    return values
+
+
+def with_job(**job: Any) -> dict[str, Any]:
+    """A stack whose second job (index 1) has the given fields."""
+    second = {"id": "hourly-sync", "schedule": "0 * * * *", **job}
+    return minimal(jobs=[{"id": "nightly-report", "schedule": "0 2 * * *"}, second])
+
+
+def test_a_new_stack_needs_only_project_region_and_jobs() -> None:
+    config = parse_config(minimal())
+
+    assert config.project == "my-project-1"
+    assert config.region == "us-central1"
+    assert config.name_prefix == "dedup"
+    assert config.collection == "scheduler_runs"
+    assert config.database.name == "(default)"
+    assert config.database.create is True
+    assert config.database.location == "us-central1"
+    assert config.database.deletion_protection is True
+    assert config.database.point_in_time_recovery is False
+    assert config.project_header == "X-Dedup-Project"
+    assert config.region_header == "X-Dedup-Region"
+    assert config.manual_runs == "separate"
+    (job,) = config.jobs
+    assert job.time_zone == "UTC"
+    assert job.attempt_deadline_s == 180
+    assert job.body is None
+    assert (job.retry.retry_count, job.retry.max_retry_duration_s) == (0, 0)
+    assert (job.retry.min_backoff_s, job.retry.max_backoff_s, job.retry.max_doublings) == (
+        5,
+        3600,
+        5,
+    )
+
+
+def test_request_timeout_defaults_to_the_largest_deadline_and_drives_the_lease() -> None:
+    config = parse_config(with_job(attemptDeadline="20m"))
+
+    assert config.request_timeout_s == 1200
+    assert config.lease_seconds == 1200 + 60
+    assert config.lease_seconds >= max(job.attempt_deadline_s for job in config.jobs)
+
+
+def test_retention_covers_the_longest_retry_window_plus_the_margin() -> None:
+    # 60 s deadline, 3 retries: backoffs 10, 20, 40 (doubling), so the last attempt
+    # ends 60 + (10+60) + (20+60) + (40+60) = 310 s after the first started.
+    config = parse_config(
+        with_job(
+            attemptDeadline="60s",
+            retry={"retryCount": 3, "minBackoffDuration": "10s"},
+        )
+        | {f"{NS}retentionMargin": "1h", f"{NS}requestTimeout": "180s"}
+    )
+
+    assert config.jobs[1].retry_window_s == 310
+    assert config.retention_seconds == max(310, config.lease_seconds) + 3600
+
+
+def test_backoff_doubles_then_grows_linearly_up_to_the_maximum() -> None:
+    config = parse_config(
+        with_job(
+            retry={
+                "retryCount": 5,
+                "minBackoffDuration": "10s",
+                "maxBackoffDuration": "300s",
+                "maxDoublings": 3,
+            }
+        )
+    )
+    retry = config.jobs[1].retry
+
+    assert [retry.backoff_s(i) for i in range(8)] == [10, 20, 40, 80, 160, 240, 300, 300]
+
+
+def test_max_retry_duration_caps_the_retry_window() -> None:
+    config = parse_config(
+        with_job(
+            attemptDeadline="60s",
+            retry={"retryCount": 5, "minBackoffDuration": "600s", "maxRetryDuration": "15m"},
+        )
+    )
+
+    assert config.jobs[1].retry_window_s == 900 + 60
+
+
+def test_handler_env_carries_every_dedup_setting() -> None:
+    config = parse_config(
+        minimal(collection="runs", database={"name": "ledger-db"}, manualRuns="reject")
+    )
+
+    assert config.handler_env() == {
+        "DEDUP_COLLECTION": "runs",
+        "DEDUP_DATABASE": "ledger-db",
+        "DEDUP_LEASE_SECONDS": str(config.lease_seconds),
+        "DEDUP_RETENTION_SECONDS": str(config.retention_seconds),
+        "DEDUP_PROJECT_HEADER": "X-Dedup-Project",
+        "DEDUP_REGION_HEADER": "X-Dedup-Region",
+        "DEDUP_MANUAL_RUNS": "reject",
+        "DEDUP_JOBS_MODULE": "jobs",
+        "DEDUP_ALLOWED_PROJECTS": "my-project-1",
+        "DEDUP_ALLOWED_REGIONS": "us-central1",
+        "GOOGLE_CLOUD_PROJECT": "my-project-1",
+    }
+
+
+def test_values_stored_as_strings_by_the_cli_are_parsed() -> None:
+    jobs = [{"id": "a-job", "schedule": "*/5 * * * *", "retry": {"retryCount": "2"}}]
+    config = parse_config(
+        minimal(
+            jobs=json.dumps(jobs),
+            maxInstances="7",
+            database=json.dumps({"create": "false"}),
+            requestTimeout="300",
+        )
+    )
+
+    assert config.jobs[0].retry.retry_count == 2
+    assert config.max_instances == 7
+    assert config.database.create is False
+    assert config.request_timeout_s == 300
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "*/5 * * * *",
+        "0 9 * * MON-FRI",
+        "30 2 1,15 * *",
+        "0 0 * JAN,jul 0",
+        "0 12 * * 7",
+        "5-55/10 8-18 * * 1-5",
+    ],
+)
+def test_unix_cron_forms_are_accepted(schedule: str) -> None:
+    check_cron(schedule)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            with_job(schedule="every 5 minutes"),
+            "scheduler-dedup:jobs[1].schedule: 'every 5 minutes' is groc syntax; "
+            "Cloud Scheduler only guarantees the X-CloudScheduler-ScheduleTime header",
+        ),
+        (with_job(schedule="1st monday of month 09:00"), "jobs[1].schedule: '1st monday"),
+        (with_job(schedule="0 0 * * * *"), "jobs[1].schedule: '0 0 * * * *' has 6 fields"),
+        (with_job(schedule="60 * * * *"), "jobs[1].schedule: minute field: 60 is outside 0-59"),
+        (with_job(schedule="0 25 * * *"), "jobs[1].schedule: hour field: 25 is outside 0-23"),
+        (with_job(schedule="0 0 0 * *"), "day of month field: 0 is outside 1-31"),
+        (with_job(schedule="0 0 ? * MON"), "day of month field: '?' uses Quartz syntax"),
+        (with_job(schedule="0 0 * * 5-1"), "day of week field: range '5-1' runs backwards"),
+        (with_job(schedule="*/0 * * * *"), "minute field: step '0' is not a positive number"),
+        (with_job(schedule="@daily"), "cron macros are not supported"),
+        (with_job(schedule=""), "jobs[1].schedule: required"),
+        (with_job(attemptDeadline="10s"), "jobs[1].attemptDeadline: 10s is outside"),
+        (with_job(attemptDeadline="31m"), "jobs[1].attemptDeadline: 1860s is outside"),
+        (with_job(attemptDeadline="5 minutes"), "jobs[1].attemptDeadline: '5 minutes' is not a"),
+        (with_job(retry={"retryCount": 6}), "jobs[1].retry.retryCount: 6 is outside the allowed"),
+        (with_job(retry={"retryCount": -1}), "jobs[1].retry.retryCount: -1 is outside"),
+        (with_job(retry={"retryCount": True}), "jobs[1].retry.retryCount: True is not a whole"),
+        (
+            with_job(retry={"minBackoffDuration": "1h", "maxBackoffDuration": "10m"}),
+            "jobs[1].retry.maxBackoffDuration: 600s is shorter than minBackoffDuration 3600s",
+        ),
+        (with_job(retry={"maxRetryDuration": "-5s"}), "retry.maxRetryDuration: '-5s' is not a"),
+        (with_job(retry={"retries": 2}), "jobs[1].retry.retries: unknown key"),
+        (with_job(timeZone="Mars/Olympus_Mons"), "jobs[1].timeZone: 'Mars/Olympus_Mons' is not a"),
+        (with_job(timeZone="CEST"), "jobs[1].timeZone: 'CEST' is not a tz database time zone"),
+        (with_job(id="hourly sync!"), "jobs[1].id: 'hourly sync!' is not a Cloud Scheduler job"),
+        (with_job(id="nightly-report"), "jobs[1].id: 'nightly-report' is used by another job"),
+        (with_job(schedul="0 * * * *"), "jobs[1].schedul: unknown key"),
+        (minimal(jobs=[]), "scheduler-dedup:jobs: required, a list of at least one job"),
+        (minimal(jobs="[{"), "scheduler-dedup:jobs: not valid JSON"),
+        (minimal(jobs={"id": "x"}), "scheduler-dedup:jobs: expected a list"),
+        (minimal(jobs=["0 * * * *"]), "scheduler-dedup:jobs[0]: expected an object"),
+        (
+            minimal(requestTimeout="60s"),
+            "scheduler-dedup:requestTimeout: 60s must be at least the largest attemptDeadline",
+        ),
+        (minimal(requestTimeout="2h"), "requestTimeout: 7200s must be at least"),
+        (minimal(maxInstance=3), "scheduler-dedup:maxInstance: unknown key"),
+        (minimal(maxInstances=0), "scheduler-dedup:maxInstances: 0 is outside the allowed"),
+        (minimal(concurrency=8, cpu="0.5"), "scheduler-dedup:concurrency: 8 concurrent requests"),
+        (minimal(manualRuns="sometimes"), "scheduler-dedup:manualRuns: 'sometimes' is not one of"),
+        (minimal(database={"name": "Ledger_DB"}), "scheduler-dedup:database.name: 'Ledger_DB'"),
+        (minimal(database={"create": "yes"}), "scheduler-dedup:database.create: 'yes' is not"),
+        (minimal(database={"pitr": True}), "scheduler-dedup:database.pitr: unknown key"),
+        (minimal(collection="runs/2024"), "scheduler-dedup:collection: 'runs/2024' is not"),
+        (
+            minimal(projectHeader="X-CloudScheduler-JobName"),
+            "scheduler-dedup:projectHeader: 'X-CloudScheduler-JobName' is set by Cloud Scheduler",
+        ),
+        (minimal(regionHeader="x-dedup-project"), "regionHeader: must differ from projectHeader"),
+        (minimal(namePrefix="Dedup"), "scheduler-dedup:namePrefix: 'Dedup' is not a name prefix"),
+        (minimal(namePrefix="a-very-long-prefix-xyz1"), "namePrefix: 'a-very-long-prefix-xyz1'"),
+        (minimal(**{"gcp:project": None}), "gcp:project: required"),
+        (minimal(**{"gcp:region": "Europe West"}), "gcp:region: 'Europe West' is not"),
+    ],
+)
+def test_bad_config_fails_with_a_message_naming_the_key(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+
+    assert message in str(caught.value)
+
+
+def test_groc_rejection_explains_how_to_write_it_in_cron() -> None:
+    with pytest.raises(ConfigError, match=r"e\.g\. '\*/5 \* \* \* \*' for every 5 minutes"):
+        parse_config(with_job(schedule="every 5 minutes"))
+
+
+def test_own_keys_follow_the_project_name() -> None:
+    values = {
+        "gcp:project": "my-project-1",
+        "gcp:region": "us-central1",
+        "renamed:jobs": [{"id": "j", "schedule": "0 * * * *"}],
+    }
+
+    assert parse_config(values, project_name="renamed").jobs[0].id == "j"
+    with pytest.raises(ConfigError, match="scheduler-dedup:jobs: required"):
+        parse_config(values)
+
+
+def test_load_stack_config_reads_the_example_stack() -> None:
+    config = load_stack_config(REPO, "example")
+
+    assert [job.id for job in config.jobs] == ["nightly-report", "hourly-sync", "invoice-export"]
+    assert len({job.time_zone for job in config.jobs}) == 3
+    assert len({job.attempt_deadline_s for job in config.jobs}) == 3
+    assert len({job.retry.retry_count for job in config.jobs}) == 3
+    assert config.request_timeout_s >= max(job.attempt_deadline_s for job in config.jobs)
+
+
+def test_load_stack_config_names_a_missing_stack_file(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: scheduler-dedup\nruntime: python\n")
+
+    with pytest.raises(ConfigError, match=r"Pulumi\.nope\.yaml: cannot read"):
+        load_stack_config(tmp_path, "nope")

@@ -1,0 +1,430 @@
+"""The real Pulumi program under mocks: what it creates, and that it is locked down.
+
+Resources are captured in wire form (camelCase, numbers as floats) by
+`offline.mockrun`, so these assertions see what the engine and policies would see.
+The program runs with preview off, so every `apply` runs and computed values
+(emails, the service URL) are the mocks' realistic ones, never None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline.mockrun import (
+    STACK_TYPE,
+    CapturedResource,
+    ProgramFailed,
+    mock_project_number,
+    run_program,
+)
+
+PROJECT = "dedup-test-project"
+REGION = "europe-west3"
+FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+JOB = "gcp:cloudscheduler/job:Job"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+COMPONENT = "scheduler-dedup:index:DedupSchedule"
+IAM_TYPES = (
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:serviceaccount/iAMMember:IAMMember",
+    "gcp:storage/bucketIAMMember:BucketIAMMember",
+    "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+)
+
+
+@pytest.fixture
+def resources(make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]):
+    return run_program(make_stack(multi_job_config), "test")
+
+
+def only(resources: list[CapturedResource], type_: str) -> CapturedResource:
+    (match,) = [resource for resource in resources if resource.type == type_]
+    return match
+
+
+def email(role: str) -> str:
+    return f"dedup-{role}@{PROJECT}.iam.gserviceaccount.com"
+
+
+def strings(value: Any) -> list[str]:
+    """Every string anywhere inside a wire-form value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for key, item in value.items() for s in [str(key), *strings(item)]]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in strings(item)]
+    return []
+
+
+def test_one_component_owns_every_resource_with_names_from_the_prefix(resources) -> None:
+    component = only(resources, COMPONENT)
+    stack = only(resources, STACK_TYPE)
+
+    assert component.parent == stack.urn
+    for resource in resources:
+        if resource.type not in (STACK_TYPE, COMPONENT):
+            assert resource.parent == component.urn, resource.name
+            assert resource.name.startswith("dedup-"), resource.name
+
+
+def test_required_apis_are_enabled_and_left_on_at_destroy(resources) -> None:
+    apis = resources.of_type("gcp:projects/service:Service")
+
+    assert {api.inputs["service"] for api in apis} >= {
+        "cloudfunctions.googleapis.com",
+        "cloudbuild.googleapis.com",
+        "run.googleapis.com",
+        "cloudscheduler.googleapis.com",
+        "firestore.googleapis.com",
+        "artifactregistry.googleapis.com",
+        "iam.googleapis.com",
+    }
+    assert all(api.inputs["disableOnDestroy"] is False for api in apis)
+    api_urns = {api.urn for api in apis}
+    for job in resources.of_type(JOB):
+        assert api_urns <= set(job.dependencies)
+
+
+def test_firestore_database_and_ttl_policy(resources) -> None:
+    database = only(resources, "gcp:firestore/database:Database")
+    ttl = only(resources, "gcp:firestore/field:Field")
+
+    assert database.inputs == {
+        "project": PROJECT,
+        "name": "run-ledger",
+        "locationId": REGION,
+        "type": "FIRESTORE_NATIVE",
+        "deleteProtectionState": "DELETE_PROTECTION_ENABLED",
+        "pointInTimeRecoveryEnablement": "POINT_IN_TIME_RECOVERY_ENABLED",
+        "deletionPolicy": "ABANDON",
+    }
+    assert ttl.inputs["database"] == "run-ledger"
+    assert ttl.inputs["collection"] == "scheduler_runs"
+    assert ttl.inputs["field"] == "expire_at"
+    assert ttl.inputs["ttlConfig"] == {}
+    # An explicitly empty index list exempts the field from single-field indexing.
+    assert ttl.inputs["indexConfig"] == {"indexes": []}
+    assert database.urn in ttl.dependencies
+
+
+def test_reusing_the_default_database_creates_none(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    multi_job_config["scheduler-dedup:database"] = {"create": False}
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    assert resources.of_type("gcp:firestore/database:Database") == []
+    ttl = only(resources, "gcp:firestore/field:Field")
+    assert ttl.inputs["database"] == "(default)"
+    grant = next(r for r in resources if r.name == "dedup-runtime-ledger-access")
+    assert grant.inputs["condition"]["expression"] == (
+        f'resource.name == "projects/{PROJECT}/databases/(default)"'
+    )
+
+
+def test_handler_function_settings(resources) -> None:
+    function = only(resources, FUNCTION)
+    build, service = function.inputs["buildConfig"], function.inputs["serviceConfig"]
+
+    assert function.inputs["name"] == "dedup-handler"
+    assert function.inputs["location"] == REGION
+    assert build["entryPoint"] == "handle_scheduled_job"
+    assert build["runtime"] == "python312"
+    assert build["serviceAccount"] == f"projects/{PROJECT}/serviceAccounts/{email('build')}"
+    assert build["dockerRepository"] == (
+        f"projects/{PROJECT}/locations/{REGION}/repositories/dedup-handler"
+    )
+    assert service["serviceAccountEmail"] == email("runtime")
+    assert service["maxInstanceCount"] == 4
+    assert service["maxInstanceRequestConcurrency"] == 2
+    # The request timeout covers the largest attempt deadline (10 minutes).
+    assert service["timeoutSeconds"] == 600
+
+
+def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
+    env = only(resources, FUNCTION).inputs["serviceConfig"]["environmentVariables"]
+    timeout = only(resources, FUNCTION).inputs["serviceConfig"]["timeoutSeconds"]
+
+    assert env["DEDUP_COLLECTION"] == "scheduler_runs"
+    assert env["DEDUP_DATABASE"] == "run-ledger"
+    assert env["DEDUP_PROJECT_HEADER"] == "X-Dedup-Project"
+    assert env["DEDUP_REGION_HEADER"] == "X-Dedup-Region"
+    assert env["DEDUP_MANUAL_RUNS"] == "reject"
+    assert env["DEDUP_JOBS_MODULE"] == "jobs"
+    assert env["DEDUP_ALLOWED_INVOKERS"] == email("invoker")
+    assert env["DEDUP_ALLOWED_PROJECTS"] == PROJECT
+    assert env["DEDUP_ALLOWED_REGIONS"] == REGION
+    assert env["GOOGLE_CLOUD_PROJECT"] == PROJECT
+    # Lease: the request timeout plus the default 60 s margin.
+    assert int(env["DEDUP_LEASE_SECONDS"]) == timeout + 60
+    # Longest retry window: nightly-report, 600 s deadline, 3 retries after 30/60/120 s
+    # = 600 + 630 + 660 + 720 = 2610 s (its 2 h maxRetryDuration does not bind);
+    # plus the default one-day margin.
+    assert int(env["DEDUP_RETENTION_SECONDS"]) == 2610 + 86400
+
+
+def test_one_scheduler_job_per_configured_job(resources) -> None:
+    jobs = {job.inputs["name"]: job.inputs for job in resources.of_type(JOB)}
+
+    assert sorted(jobs) == ["hourly-sync", "invoice-export", "nightly-report"]
+    nightly = jobs["nightly-report"]
+    assert nightly["schedule"] == "15 1 * * *"
+    assert nightly["timeZone"] == "Europe/Berlin"
+    assert nightly["attemptDeadline"] == "600s"
+    assert nightly["description"] == "Nightly report"
+    assert nightly["retryConfig"] == {
+        "retryCount": 3,
+        "maxRetryDuration": "7200s",
+        "minBackoffDuration": "30s",
+        "maxBackoffDuration": "300s",
+        "maxDoublings": 2,
+    }
+    # The body travels base64-encoded, as the Cloud Scheduler API expects.
+    assert nightly["httpTarget"]["body"] == "eyJraW5kIjogInJlcG9ydCJ9"
+    export = jobs["invoice-export"]
+    assert export["timeZone"] == "America/New_York"
+    assert export["attemptDeadline"] == "180s"
+    assert export["retryConfig"]["retryCount"] == 0
+    assert "body" not in export["httpTarget"]
+    for job in jobs.values():
+        assert job["project"] == PROJECT
+        assert job["region"] == REGION
+
+
+def test_jobs_post_to_the_service_with_an_oidc_token_for_its_url(resources) -> None:
+    function = only(resources, FUNCTION)
+    service_url = function.outputs["serviceConfig"]["uri"]
+
+    assert service_url.startswith("https://") and service_url.endswith(".run.app")
+    assert resources.stack_outputs["serviceUrl"] == service_url
+    for job in resources.of_type(JOB):
+        target = job.inputs["httpTarget"]
+        assert target["httpMethod"] == "POST"
+        assert target["uri"] == service_url
+        assert target["oidcToken"] == {
+            "serviceAccountEmail": email("invoker"),
+            "audience": service_url,
+        }
+        assert target["headers"] == {
+            "X-Dedup-Project": PROJECT,
+            "X-Dedup-Region": REGION,
+            "Content-Type": "application/json",
+        }
+        assert "oauthToken" not in target
+
+
+def test_custom_header_names_reach_both_jobs_and_handler(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    multi_job_config["scheduler-dedup:projectHeader"] = "X-Tenant-Project"
+    multi_job_config["scheduler-dedup:regionHeader"] = "X-Tenant-Region"
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    env = only(resources, FUNCTION).inputs["serviceConfig"]["environmentVariables"]
+    assert (env["DEDUP_PROJECT_HEADER"], env["DEDUP_REGION_HEADER"]) == (
+        "X-Tenant-Project",
+        "X-Tenant-Region",
+    )
+    for job in resources.of_type(JOB):
+        headers = job.inputs["httpTarget"]["headers"]
+        assert (headers["X-Tenant-Project"], headers["X-Tenant-Region"]) == (PROJECT, REGION)
+
+
+def test_nothing_is_public_and_no_primitive_or_default_identities(resources) -> None:
+    everything = [s for resource in resources for s in strings(resource.inputs)]
+
+    assert not any(s in ("allUsers", "allAuthenticatedUsers") for s in everything)
+    assert not any(s in ("roles/owner", "roles/editor", "roles/viewer") for s in everything)
+    assert not any("-compute@developer.gserviceaccount.com" in s for s in everything)
+    assert not any("@appspot.gserviceaccount.com" in s for s in everything)
+    assert not any(s.endswith("@cloudbuild.gserviceaccount.com") for s in everything)
+    assert not resources.of_type("gcp:cloudrunv2/service:Service")  # no invokerIamDisabled
+    service = only(resources, FUNCTION).inputs["serviceConfig"]
+    assert service["serviceAccountEmail"] == email("runtime")
+
+
+def grants_by_member(resources) -> dict[str, set[tuple[str, ...]]]:
+    """member -> {(type, role, resource the grant is on, condition expression)}."""
+    grants: dict[str, set[tuple[str, ...]]] = {}
+    for resource in resources:
+        if resource.type not in IAM_TYPES:
+            continue
+        inputs = resource.inputs
+        target = (
+            inputs.get("serviceAccountId")
+            or inputs.get("bucket")
+            or inputs.get("repository")
+            or inputs.get("name")
+            or f"projects/{inputs['project']}"
+        )
+        condition = (inputs.get("condition") or {}).get("expression", "")
+        grants.setdefault(inputs["member"], set()).add(
+            (resource.type.split(":")[1], inputs["role"], target, condition)
+        )
+    return grants
+
+
+def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
+    function = only(resources, FUNCTION)
+    number = mock_project_number(PROJECT)
+    service_name = function.outputs["serviceConfig"]["service"]
+    invoker_name = f"projects/{PROJECT}/serviceAccounts/{email('invoker')}"
+
+    assert grants_by_member(resources) == {
+        f"serviceAccount:{email('runtime')}": {
+            (
+                "projects/iAMMember",
+                f"projects/{PROJECT}/roles/dedup_ledger_rw",
+                f"projects/{PROJECT}",
+                f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
+            )
+        },
+        f"serviceAccount:{email('invoker')}": {
+            ("cloudrunv2/serviceIamMember", "roles/run.invoker", service_name, "")
+        },
+        f"serviceAccount:service-{number}@gcp-sa-cloudscheduler.iam.gserviceaccount.com": {
+            (
+                "serviceaccount/iAMMember",
+                "roles/iam.serviceAccountOpenIdTokenCreator",
+                invoker_name,
+                "",
+            )
+        },
+        f"serviceAccount:{email('build')}": {
+            ("projects/iAMMember", "roles/logging.logWriter", f"projects/{PROJECT}", ""),
+            (
+                "artifactregistry/repositoryIamMember",
+                "roles/artifactregistry.writer",
+                "dedup-handler",
+                "",
+            ),
+            (
+                "storage/bucketIAMMember",
+                "roles/storage.objectViewer",
+                f"{PROJECT}-dedup-source",
+                "",
+            ),
+            (
+                "projects/iAMMember",
+                "roles/storage.objectViewer",
+                f"projects/{PROJECT}",
+                f'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-{number}-{REGION}")',
+            ),
+        },
+    }
+
+
+def test_runtime_role_allows_only_document_reads_and_writes(resources) -> None:
+    role = only(resources, "gcp:projects/iAMCustomRole:IAMCustomRole")
+
+    assert sorted(role.inputs["permissions"]) == [
+        "datastore.entities.create",
+        "datastore.entities.delete",
+        "datastore.entities.get",
+        "datastore.entities.update",
+    ]
+
+
+def test_jobs_wait_for_the_grants_they_rely_on(resources) -> None:
+    invoker = next(r for r in resources if r.name == "dedup-invoker-run")
+    token = next(r for r in resources if r.name == "dedup-scheduler-agent-oidc")
+    function = only(resources, FUNCTION)
+    for job in resources.of_type(JOB):
+        assert {invoker.urn, token.urn, function.urn} <= set(job.dependencies)
+    ledger = next(r for r in resources if r.name == "dedup-runtime-ledger-access")
+    build_log = next(r for r in resources if r.name == "dedup-build-log-writer")
+    assert {ledger.urn, build_log.urn} <= set(function.dependencies)
+
+
+def test_stack_outputs_tell_the_user_what_was_built(resources) -> None:
+    outputs = resources.stack_outputs
+
+    assert outputs["jobNames"] == ["nightly-report", "hourly-sync", "invoice-export"]
+    assert outputs["runtimeServiceAccount"] == email("runtime")
+    assert outputs["invokerServiceAccount"] == email("invoker")
+    assert outputs["buildServiceAccount"] == email("build")
+    assert outputs["database"] == "run-ledger"
+    assert outputs["collection"] == "scheduler_runs"
+    assert outputs["forceRunCommands"]["hourly-sync"] == (
+        f"gcloud scheduler jobs run hourly-sync --location={REGION} --project={PROJECT}"
+    )
+    assert only(resources, STACK_TYPE).outputs == outputs
+
+
+def source_object(resources) -> str:
+    function = only(resources, FUNCTION)
+    archive = only(resources, "gcp:storage/bucketObject:BucketObject")
+    name = function.inputs["buildConfig"]["source"]["storageSource"]["object"]
+    assert name == archive.inputs["name"]
+    return name
+
+
+def test_a_handler_code_change_deploys_a_new_revision(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    project = make_stack(multi_job_config)
+    first = source_object(run_program(project, "test"))
+    assert source_object(run_program(project, "test")) == first
+
+    cache = project / "handler" / "__pycache__"
+    cache.mkdir()
+    (cache / "main.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    assert source_object(run_program(project, "test")) == first
+
+    (project / "handler" / "main.py").write_text("def handle_scheduled_job(request):\n    ...\n")
+    changed = source_object(run_program(project, "test"))
+    assert changed != first
+    assert changed.startswith("handler-") and changed.endswith(".zip")
+
+
+def test_archive_holds_the_handler_without_caches(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    project = make_stack(multi_job_config)
+    (project / "handler" / "__pycache__").mkdir()
+    (project / "handler" / "__pycache__" / "jobs.cpython-311.pyc").write_bytes(b"\x00")
+    archive = only(run_program(project, "test"), "gcp:storage/bucketObject:BucketObject")
+
+    assert sorted(archive.inputs["source"].assets) == [
+        "jobs.py",
+        "main.py",
+        "requirements.txt",
+        "runledger/__init__.py",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"scheduler-dedup:jobs": [{"id": "hourly-sync", "schedule": "every 5 minutes"}]},
+            "scheduler-dedup:jobs[0].schedule: 'every 5 minutes' is groc syntax",
+        ),
+        (
+            {"scheduler-dedup:jobs": [{"id": "x", "schedule": "0 * * * *", "attemptDeadline": 5}]},
+            "scheduler-dedup:jobs[0].attemptDeadline: 5s is outside",
+        ),
+        ({"scheduler-dedup:requestTimeout": "5m"}, "requestTimeout: 300s must be at least"),
+        ({"scheduler-dedup:maxInstanse": 3}, "scheduler-dedup:maxInstanse: unknown key"),
+        ({"gcp:project": None}, "gcp:project: required"),
+        ({"scheduler-dedup:handlerDir": "no-such-dir"}, "no-such-dir does not exist"),
+    ],
+)
+def test_bad_config_stops_the_program_with_the_key_in_the_message(
+    make_stack: Callable[[dict[str, Any]], Path],
+    multi_job_config: dict[str, Any],
+    change: dict[str, Any],
+    message: str,
+) -> None:
+    config = {key: value for key, value in {**multi_job_config, **change}.items() if value}
+
+    with pytest.raises(ProgramFailed) as caught:
+        run_program(make_stack(config), "test")
+
+    assert message in str(caught.value)

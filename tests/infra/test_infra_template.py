@@ -1,0 +1,201 @@
+"""The project as a template, the offline plan, and reuse of the component elsewhere."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dedup_schedule.config import PROJECT_KEYS
+from offline.mockrun import run_program
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def template_config() -> dict[str, dict[str, Any]]:
+    document = yaml.safe_load((REPO / "Pulumi.yaml").read_text(encoding="utf-8"))
+    return document["template"]["config"]
+
+
+def render_template(project_dir: Path, stack: str, answers: dict[str, str]) -> None:
+    """Write the stack file `pulumi new` would: every template value, as a string."""
+    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text(encoding="utf-8"))["name"]
+    config = {}
+    for key, spec in template_config().items():
+        value = answers.get(key, spec.get("default"))
+        if value is not None:
+            config[key if ":" in key else f"{project}:{key}"] = str(value)
+    document = {"config": config}
+    (project_dir / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
+
+
+def test_project_file_keeps_the_shared_contract() -> None:
+    document = yaml.safe_load((REPO / "Pulumi.yaml").read_text(encoding="utf-8"))
+
+    assert document["name"] == "scheduler-dedup"
+    assert document["runtime"] == {
+        "name": "python",
+        "options": {"toolchain": "pip", "virtualenv": ".venv"},
+    }
+    assert document["main"] == "infra/"
+
+
+def test_template_documents_every_config_key_with_a_default() -> None:
+    config = template_config()
+
+    assert set(config) == PROJECT_KEYS | {"gcp:project", "gcp:region"}
+    for key, spec in config.items():
+        assert spec.get("description"), key
+        if key != "gcp:project":
+            assert "default" in spec, key
+
+
+def test_the_rendered_template_runs(project_copy: Path) -> None:
+    render_template(project_copy, "dev", {"gcp:project": "fresh-project-42"})
+
+    resources = run_program(project_copy, "dev")
+
+    assert resources.stack_outputs["jobNames"] == ["nightly-report"]
+    assert resources.stack_outputs["serviceUrl"].endswith(".us-central1.run.app")
+    (function,) = resources.of_type("gcp:cloudfunctionsv2/function:Function")
+    env = function.inputs["serviceConfig"]["environmentVariables"]
+    assert env["DEDUP_ALLOWED_PROJECTS"] == "fresh-project-42"
+    assert env["DEDUP_DATABASE"] == "(default)"
+
+
+def test_a_renamed_and_edited_copy_runs_its_own_code(project_copy: Path) -> None:
+    project_file = project_copy / "Pulumi.yaml"
+    project_file.write_text(
+        project_file.read_text().replace("name: scheduler-dedup", "name: team-schedules"),
+        encoding="utf-8",
+    )
+    component = project_copy / "infra" / "dedup_schedule" / "component.py"
+    component.write_text(
+        component.read_text().replace(
+            "Runs each scheduled job once per scheduled time.", "Edited in the copy."
+        ),
+        encoding="utf-8",
+    )
+    render_template(project_copy, "dev", {"gcp:project": "team-project-7", "namePrefix": "team"})
+
+    resources = run_program(project_copy, "dev")
+
+    (function,) = resources.of_type("gcp:cloudfunctionsv2/function:Function")
+    assert function.inputs["description"] == "Edited in the copy."
+    assert function.inputs["name"] == "team-handler"
+    assert function.urn.startswith("urn:pulumi:dev::team-schedules::")
+
+
+def test_the_component_can_be_reused_by_another_program(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: platform\nruntime: python\n", encoding="utf-8")
+    handler = tmp_path / "handler"
+    handler.mkdir()
+    (handler / "main.py").write_text("def handle_scheduled_job(request): ...\n")
+    (handler / "requirements.txt").write_text("functions-framework\n")
+    (tmp_path / "Pulumi.prod.yaml").write_text("config: {}\n", encoding="utf-8")
+    (tmp_path / "__main__.py").write_text(
+        f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(REPO / "infra")!r})
+from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
+from dedup_schedule.config import parse_config
+
+for prefix in ("billing", "reports"):
+    config = parse_config({{
+        "gcp:project": "platform-prod",
+        "gcp:region": "us-east1",
+        "scheduler-dedup:namePrefix": prefix,
+        "scheduler-dedup:jobs": [{{"id": prefix + "-job", "schedule": "0 3 * * *"}}],
+    }})
+    DedupSchedule(prefix, DedupScheduleArgs(config=config, handler_dir=Path("handler")))
+""",
+        encoding="utf-8",
+    )
+
+    resources = run_program(tmp_path, "prod")
+
+    components = resources.of_type("scheduler-dedup:index:DedupSchedule")
+    assert sorted(c.name for c in components) == ["billing", "reports"]
+    for component in components:
+        children = [r for r in resources if r.parent == component.urn]
+        assert len(children) > 20
+        assert all(child.name.startswith(f"{component.name}-") for child in children)
+    assert len({r.urn for r in resources}) == len(resources)
+
+
+def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offline.plan", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_plan_prints_resources_settings_and_outputs(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    project = make_stack(multi_job_config)
+
+    result = run_plan("--dir", str(project), "--stack", "test")
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "+ gcp:cloudfunctionsv2/function:Function  dedup-handler" in out
+    assert "+ gcp:cloudscheduler/job:Job  dedup-job-hourly-sync" in out
+    assert "schedule: */15 * * * 1-5" in out
+    assert "serviceConfig.timeoutSeconds: 600" in out
+    assert "role: roles/run.invoker" in out
+    assert "Outputs:" in out
+    assert "gcloud scheduler jobs run nightly-report --location=europe-west3" in out
+
+
+def test_plan_of_the_example_stack() -> None:
+    result = run_plan("--dir", str(REPO), "--stack", "example")
+
+    assert result.returncode == 0, result.stderr
+    for job in ("nightly-report", "hourly-sync", "invoice-export"):
+        assert f"+ gcp:cloudscheduler/job:Job  dedup-job-{job}" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {
+                "gcp:project": "dedup-test-project",
+                "gcp:region": "europe-west3",
+                "scheduler-dedup:jobs": [{"id": "a", "schedule": "every 5 minutes"}],
+            },
+            "error: scheduler-dedup:jobs[0].schedule: 'every 5 minutes' is groc syntax",
+        ),
+        (
+            {"gcp:region": "europe-west3", "scheduler-dedup:jobs": []},
+            "error: gcp:project: required",
+        ),
+    ],
+)
+def test_plan_reports_a_config_error_in_one_line(
+    make_stack: Callable[[dict[str, Any]], Path], config: dict[str, Any], message: str
+) -> None:
+    result = run_plan("--dir", str(make_stack(config)), "--stack", "test")
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(message)
+
+
+def test_plan_reports_a_missing_stack_file(project_copy: Path) -> None:
+    result = run_plan("--dir", str(project_copy), "--stack", "nope")
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "Pulumi.nope.yaml: cannot read" in result.stderr
