@@ -1,12 +1,22 @@
-"""What a job function receives: the run's identity and a view of its lease."""
+"""What a job function receives: the run's identity, a view of its lease, its durable work."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar
 
 from runledger.exceptions import LeaseLost
 from runledger.lease import LeaseKeeper
+from runledger.work import RunWork
+from runledger.workitem import WorkItem
+
+T = TypeVar("T")
+# Guards the lazy creation of a context's RunWork: jobs may use threads, and
+# two RunWork objects for one attempt would keep two separate caches.
+_WORK_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -30,3 +40,40 @@ class RunContext:
         """Call between steps of long work: raises LeaseLost once another attempt took over."""
         if not self._lease.held():
             raise LeaseLost(f"attempt {self.attempt_id} lost its lease on run {self.run_id}")
+
+    # Checkpoints and once-only outputs (see runledger.work). Nothing is read or
+    # written until a job first uses one, so jobs that don't pay nothing.
+
+    @property
+    def _work(self) -> RunWork:
+        with _WORK_LOCK:
+            work = self.__dict__.get("_work_state")
+            if work is None:
+                work = RunWork.for_lease(
+                    self._lease, self.run_id, self.job_name, self.attempt_id, self.schedule_time
+                )
+                object.__setattr__(self, "_work_state", work)  # frozen: set once, here only
+            return work
+
+    def stage(self, name: str, fn: Callable[[], T]) -> T:
+        """Run `fn` once per run; a later attempt gets the stored result instead of re-running."""
+        return self._work.stage(name, fn)
+
+    def checkpoint(self, name: str, result: Any = None) -> Any:
+        """Record that stage `name` finished with a small result; the first result recorded wins."""
+        return self._work.checkpoint(name, result)
+
+    def completed_stages(self, names: Sequence[str]) -> dict[str, Any]:
+        """Which of `names` earlier attempts finished, in order, with their results."""
+        return self._work.completed_stages(names)
+
+    def output(self, name: str, produce: Callable[[], T]) -> T:
+        """The run's output `name`, produced at most once per run unless a crash hits mid-way."""
+        return self._work.output(name, produce)
+
+    def put_output(self, name: str, value: Any) -> Any:
+        """Store output `name` once; a repeated attempt gets the value stored first."""
+        return self._work.put_output(name, value)
+
+    def find_output(self, name: str) -> WorkItem | None:
+        return self._work.find_output(name)

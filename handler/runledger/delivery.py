@@ -26,7 +26,8 @@ MANUAL_TOLERANCE = timedelta(seconds=10)
 MAX_FUTURE = timedelta(days=400)
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,  # \d would otherwise match any Unicode digit, which int() accepts
 )
 _ID_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 _MAX_SHOWN = 60

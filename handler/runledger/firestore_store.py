@@ -7,7 +7,7 @@ one RPC per step and never takes a transaction lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from google.api_core import retry as gretry
 
 from runledger.exceptions import RecordExists, StoreUnavailable, VersionConflict
 from runledger.record import RunRecord, Versioned
+from runledger.workitem import StoredItem, WorkItem
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 # Cloud Scheduler's minimum attempt deadline of 15 s, so an unreachable
 # Firestore becomes a 503 the Scheduler retries, not a timed-out delivery.
 CALL_DEADLINE_S = 8.0
+# A run's checkpoints and outputs live in this subcollection of its document.
+# It is a collection group of its own: the TTL policy on `expire_at` must be
+# declared for it too, or a run's work would outlive the run.
+WORK_COLLECTION = "runledger_work"
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
 
 
@@ -90,3 +95,36 @@ class FirestoreRunStore:
                 )
             except (gexc.FailedPrecondition, gexc.NotFound) as exc:
                 raise VersionConflict(key) from exc
+
+    def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        if not item_ids:
+            return {}
+        work = self._collection.document(key).collection(WORK_COLLECTION)
+        refs = [work.document(item_id) for item_id in item_ids]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredItem(
+                WorkItem.from_document(snapshot.to_dict()), snapshot.update_time
+            )
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_item_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item: WorkItem
+    ) -> Any:
+        run_ref = self._collection.document(key)
+        batch = self._client.batch()
+        batch.update(
+            run_ref, dict(run_changes), option=self._client.write_option(last_update_time=version)
+        )
+        batch.create(run_ref.collection(WORK_COLLECTION).document(item.id), item.to_document())
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(f"{key}/{item.id}") from exc
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time

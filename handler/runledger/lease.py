@@ -7,11 +7,15 @@ delivery whose work ends sooner pays no renewal RPC at all.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 from runledger.exceptions import LeaseLost, StoreUnavailable
 from runledger.ledger import Claim, Ledger
+
+R = TypeVar("R")
 
 
 class LeaseKeeper:
@@ -21,6 +25,9 @@ class LeaseKeeper:
         self._on_lost = on_lost
         self._lock = threading.Lock()
         self._lost_reason: str | None = None
+        # A renewal failed with its outcome unknown: it may have landed and moved
+        # the run's version, so re-read before the next fenced write.
+        self._unsure = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -46,7 +53,12 @@ class LeaseKeeper:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        return self.claim
+        with self._lock:
+            if self._unsure and self._lost_reason is None:
+                # On failure the final fenced write finds out and answers for it.
+                with contextlib.suppress(LeaseLost, StoreUnavailable):
+                    self._resync()
+            return self._claim
 
     def renew_now(self) -> None:
         """Renew once; a renewal that finds the run taken over marks the lease lost."""
@@ -54,13 +66,53 @@ class LeaseKeeper:
             if self._lost_reason is not None:
                 return
             try:
+                if self._unsure:
+                    self._resync()
                 self._claim = self._ledger.renew(self._claim)
             except LeaseLost as exc:
                 self._lost_reason = str(exc)
             except StoreUnavailable:
-                return  # try again next round; held() turns false when the lease runs out
+                # Try again next round; held() turns false when the lease runs out.
+                self._unsure = True
+                return
         if self._lost_reason is not None:
             self._on_lost(self._lost_reason)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    def fenced_write(self, write: Callable[[Claim], tuple[Claim, R]]) -> R:
+        """Run one write fenced by the current claim and adopt the claim it returns.
+
+        `write` gets the claim and returns the claim after its write (a fenced
+        write changes the run's version) with its own result. Holding the lock
+        keeps the renewal thread from using a version this write is replacing.
+        A LeaseLost from `write` marks the lease lost, as a failed renewal does;
+        a StoreUnavailable leaves the outcome unknown, as an unanswered renewal does.
+        """
+        with self._lock:
+            if self._lost_reason is not None:
+                raise LeaseLost(self._lost_reason)
+            try:
+                if self._unsure:
+                    self._resync()
+                self._claim, result = write(self._claim)
+            except LeaseLost as exc:
+                self._lost_reason = str(exc)
+                lost = exc
+            except StoreUnavailable:
+                self._unsure = True
+                raise
+            else:
+                return result
+        self._on_lost(str(lost))
+        raise lost
+
+    def _resync(self) -> None:
+        """Call with the lock held."""
+        self._claim = self._ledger.resync(self._claim)
+        self._unsure = False
 
     def _run(self, interval_s: float) -> None:
         while not self._stop.wait(interval_s):

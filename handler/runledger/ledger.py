@@ -122,6 +122,21 @@ class Ledger:
         version = self._fenced(claim, {"lease_expires": lease_expires})
         return replace(claim, version=version, lease_expires=lease_expires)
 
+    def resync(self, claim: Claim) -> Claim:
+        """Adopt the run's current version after a fenced write whose answer was lost.
+
+        Only this attempt writes a record that carries its attempt_id, and while
+        it is in_progress only our own renewals change it: such a record is still
+        ours, and a lost-answer renewal that landed merely moved its version.
+        """
+        current = self._store.get(claim.identity.key)
+        if current is None or (current.record.attempt_id, current.record.status) != (
+            claim.attempt_id,
+            Status.IN_PROGRESS,
+        ):
+            raise LeaseLost(f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}")
+        return replace(claim, version=current.version, lease_expires=current.record.lease_expires)
+
     def complete(self, claim: Claim) -> None:
         self._finish(claim, Status.COMPLETED, error=None)
 

@@ -6,18 +6,22 @@ production and never stands in for Firestore in integration tests.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.record import RunRecord, Versioned
+from runledger.workitem import StoredItem, WorkItem, plain_value
 
 
 class MemoryRunStore:
     def __init__(self) -> None:
         self._records: dict[str, Versioned] = {}
+        # A run's checkpoints and outputs, by (run key, item id).
+        self._items: dict[tuple[str, str], StoredItem] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -41,6 +45,33 @@ class MemoryRunStore:
         with self._lock:
             self._checked(key, version)
             del self._records[key]
+
+    def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        with self._lock:
+            found = {item_id: self._items.get((key, item_id)) for item_id in item_ids}
+        return {
+            item_id: StoredItem(
+                dataclasses.replace(stored.item, value=plain_value(stored.item.value)),
+                stored.version,
+            )
+            for item_id, stored in found.items()
+            if stored is not None
+        }
+
+    def create_item_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item: WorkItem
+    ) -> Any:
+        # Copy the value as Firestore would serialise it, so callers cannot
+        # change a stored item by mutating what they passed in.
+        stored = dataclasses.replace(item, value=plain_value(item.value))
+        with self._lock:
+            current = self._checked(key, version)
+            if (key, item.id) in self._items:
+                raise RecordExists(f"{key}/{item.id}")
+            document = current.record.to_document() | dict(run_changes)
+            new_version = self._put(key, RunRecord.from_document(document))
+            self._items[(key, item.id)] = StoredItem(stored, new_version)
+            return new_version
 
     def _checked(self, key: str, version: Any) -> Versioned:
         current = self._records.get(key)

@@ -6,10 +6,11 @@ saw, so a store only needs atomic create and compare-and-set; no transactions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from runledger.record import RunRecord, Versioned
+from runledger.workitem import StoredItem, WorkItem
 
 
 class RunStore(Protocol):
@@ -24,3 +25,25 @@ class RunStore(Protocol):
 
     def delete(self, key: str, version: Any) -> None:
         """Remove the record if it is still at `version`; raise VersionConflict if not."""
+
+
+@runtime_checkable
+class WorkStore(RunStore, Protocol):
+    """A RunStore that also keeps a run's checkpoints and outputs next to its record.
+
+    Only jobs that use checkpoints or outputs touch these two operations, so a
+    store without them still serves every other job.
+    """
+
+    def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        """The run's items among `item_ids` that exist, by id, in one round trip."""
+
+    def create_item_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item: WorkItem
+    ) -> Any:
+        """Atomically change the run at `version` (`run_changes` is not empty) and create `item`.
+
+        Returns the run's new version, which is also the item's. Raises
+        VersionConflict if the run moved on (nothing is written) or RecordExists
+        if the item exists (nothing is written); with both wrong, either may come.
+        """

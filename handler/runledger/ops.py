@@ -1,0 +1,270 @@
+"""`python -m runledger.ops`: look at the run ledger and release dead letters, from a terminal.
+
+    list     runs, newest first, by --job and/or --status
+    show     one run (key or a unique prefix of 8+ hex digits) with its checkpoints and outputs
+    stale    in-progress runs whose lease ran out: the attempt died (the watchdog view)
+    failed   runs that failed for good (the dead letters)
+    release  give a failed run back so its next delivery redoes it (asks first;
+             --dry-run shows what would change, --yes skips the question)
+
+Talks to the Firestore emulator when FIRESTORE_EMULATOR_HOST is set, else to
+--project with application-default credentials. Every failure is one line on
+stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any
+
+from runledger.opsview import LedgerOps, OpsError, ReleasePlan, RunRow
+from runledger.record import RunRecord, Status
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+EXIT_OK, EXIT_ERROR, EXIT_DECLINED = 0, 1, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--project", help="Google Cloud project (default: from ADC or env)")
+    common.add_argument("--database", default="(default)", help="Firestore database id")
+    common.add_argument("--collection", default="scheduler_runs", help="run ledger collection")
+    common.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    parser = argparse.ArgumentParser(
+        prog="python -m runledger.ops",
+        description="Inspect the scheduler run ledger and release failed runs.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    listing = commands.add_parser("list", parents=[common], help="runs by job and status")
+    listing.add_argument("--job", help="Cloud Scheduler job id")
+    listing.add_argument("--status", choices=[s.value for s in Status])
+    listing.add_argument("--include-expired", action="store_true", help="show TTL-expired runs")
+    listing.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+
+    show = commands.add_parser("show", parents=[common], help="one run with its work items")
+    show.add_argument("key", help="run key, or a unique prefix of at least 8 hex digits")
+
+    for name, text in (("stale", "runs whose lease ran out"), ("failed", "dead letters")):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("--job", help="Cloud Scheduler job id")
+        sub.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+
+    release = commands.add_parser("release", parents=[common], help="release a failed run")
+    release.add_argument("key", help="run key, or a unique prefix of at least 8 hex digits")
+    release.add_argument("--dry-run", action="store_true", help="show the change, write nothing")
+    release.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    release.add_argument(
+        "--clear-checkpoints",
+        action="store_true",
+        help="also delete the run's checkpoints so every stage is redone (outputs stay)",
+    )
+    return parser
+
+
+def firestore_client(args: argparse.Namespace, env: Mapping[str, str]) -> firestore.Client:
+    from google.cloud import firestore
+
+    project = args.project or env.get("GOOGLE_CLOUD_PROJECT") or env.get("GCLOUD_PROJECT")
+    if env.get("FIRESTORE_EMULATOR_HOST") and not project:
+        raise OpsError("FIRESTORE_EMULATOR_HOST is set: give --project (any id the emulator uses)")
+    return firestore.Client(project=project, database=args.database)
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _one_line(text: str | None, width: int = 80) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def _record_json(key: str, record: RunRecord) -> dict[str, Any]:
+    data = record.to_document()
+    for name, value in data.items():
+        if isinstance(value, datetime):
+            data[name] = _when(value)
+    return {"key": key, **data}
+
+
+class Printer:
+    def __init__(self, out: IO[str], as_json: bool, now: datetime) -> None:
+        self._out = out
+        self._json = as_json
+        self._now = now
+
+    def line(self, text: str = "") -> None:
+        print(text, file=self._out)
+
+    def rows(self, rows: list[RunRow], limit: int, empty: str) -> None:
+        shown = rows[: max(limit, 0)]
+        if self._json:
+            for row in shown:
+                self.line(json.dumps(_record_json(row.key, row.record)))
+            return
+        if not rows:
+            self.line(empty)
+            return
+        self.line(f"{'KEY':<16} {'JOB':<24} {'SCHEDULED':<25} {'STATUS':<11} TRIES  DETAIL")
+        for row in shown:
+            record = row.record
+            self.line(
+                f"{row.key[:16]:<16} {record.job[:24]:<24} {_when(record.schedule_time):<25} "
+                f"{record.status.value:<11} {record.attempts:>5}  {self._detail(record)}"
+            )
+        if len(rows) > len(shown):
+            self.line(f"... {len(rows) - len(shown)} more (raise --limit)")
+
+    def _detail(self, record: RunRecord) -> str:
+        if record.status is Status.IN_PROGRESS:
+            if record.lease_expires <= self._now:
+                return f"lease ran out {_when(record.lease_expires)}"
+            return f"lease until {_when(record.lease_expires)}"
+        return _one_line(record.error) or f"finished {_when(record.finished_at)}"
+
+    def run(self, row: RunRow, items: list[Any]) -> None:
+        if self._json:
+            data = _record_json(row.key, row.record)
+            data["work"] = [
+                {
+                    "kind": item.kind.value,
+                    "name": item.name,
+                    "attempt_id": item.attempt_id,
+                    "written_at": _when(item.written_at),
+                    "value": item.value,
+                }
+                for item in items
+            ]
+            self.line(json.dumps(data, default=str))
+            return
+        for name, value in _record_json(row.key, row.record).items():
+            self.line(f"{name:<14} {value}")
+        self.line(f"{'work':<14} {len(items)} item(s)")
+        for item in items:
+            value = _one_line(json.dumps(item.value, default=str), 60)
+            self.line(
+                f"  {item.kind.value:<10} {item.name:<24} {_when(item.written_at)} "
+                f"{item.attempt_id}  {value}"
+            )
+
+
+def _describe(plan: ReleasePlan) -> str:
+    record = plan.row.record
+    text = (
+        f"release run {plan.row.key} ({record.job} at {_when(record.schedule_time)}, "
+        f"failed: {_one_line(record.error, 60)}): status failed -> released"
+    )
+    if plan.checkpoints:
+        text += f", delete checkpoints {', '.join(plan.checkpoints)}"
+    return text
+
+
+def _confirmed(prompt: str, stdin: IO[str], stderr: IO[str]) -> bool:
+    print(f"{prompt} [y/N] ", end="", file=stderr, flush=True)
+    answer = stdin.readline()
+    return answer.strip().lower() in {"y", "yes"}
+
+
+def run_command(
+    args: argparse.Namespace,
+    ops: LedgerOps,
+    now: datetime,
+    stdin: IO[str],
+    stdout: IO[str],
+    stderr: IO[str],
+) -> int:
+    printer = Printer(stdout, args.json, now)
+    if args.command == "list":
+        status = None if args.status is None else Status(args.status)
+        rows = ops.runs(now, job=args.job, status=status, include_expired=args.include_expired)
+        printer.rows(rows, args.limit, "no runs match")
+    elif args.command == "stale":
+        printer.rows(ops.stale(now, args.job), args.limit, "no stale runs")
+    elif args.command == "failed":
+        printer.rows(ops.failed(now, args.job), args.limit, "no failed runs")
+    elif args.command == "show":
+        row = ops.find(args.key)
+        printer.run(row, ops.work_items(row.key))
+    else:
+        plan = ops.plan_release(args.key, now, args.clear_checkpoints)
+        description = _describe(plan)
+        if args.dry_run:
+            print(f"dry run, nothing written: would {description}", file=stdout)
+            return EXIT_OK
+        if not args.yes and not _confirmed(f"{description}?", stdin, stderr):
+            print("not released", file=stderr)
+            return EXIT_DECLINED
+        ops.release(plan, now, f"runledger.ops by {_operator()}")
+        print(f"released run {plan.row.key}: its next delivery will redo it", file=stdout)
+    return EXIT_OK
+
+
+def _operator() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in some containers; the note is informational
+        return "unknown"
+
+
+def _error_line(exc: BaseException) -> str:
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    if isinstance(exc, OpsError):
+        return str(exc)
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return (
+            "no application-default credentials: run `gcloud auth application-default login` "
+            "(or set FIRESTORE_EMULATOR_HOST for the emulator)"
+        )
+    if isinstance(exc, auth_exc.GoogleAuthError):
+        return f"authentication failed: {_one_line(str(exc), 200)}"
+    if isinstance(exc, gexc.PermissionDenied):
+        return f"permission denied: {_one_line(exc.message, 200)}"
+    if isinstance(exc, gexc.NotFound):
+        return f"not found (wrong --project or --database?): {_one_line(exc.message, 200)}"
+    if isinstance(exc, gexc.GoogleAPICallError):
+        return f"Firestore error {type(exc).__name__}: {_one_line(exc.message, 200)}"
+    if isinstance(exc, gexc.RetryError):
+        return "Firestore did not answer in time (network, or wrong emulator host?)"
+    return f"{type(exc).__name__}: {_one_line(str(exc), 200)}"
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    client_factory: Callable[[argparse.Namespace, Mapping[str, str]], Any] = firestore_client,
+    stdin: IO[str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+    try:
+        ops = LedgerOps(client_factory(args, env), args.collection)
+        return run_command(args, ops, clock(), stdin, stdout, stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=stderr)
+        return 130
+    except Exception as exc:  # the operator gets one line, whatever went wrong
+        print(f"error: {_error_line(exc)}", file=stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Checkpoints and outputs through the handler, on the emulator: costs, retries, takeovers."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from localrun.rpccount import RpcCounter
+from runledger.delivery import identify_run
+from runledger.exceptions import TerminalJobError
+from runledger.firestore_store import FirestoreRunStore
+from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.record import Status
+from tests.handler.support import FakeClock, make_app, scheduler_headers
+
+JOB = "nightly-report"
+
+
+@pytest.fixture
+def store(firestore_db) -> FirestoreRunStore:
+    return FirestoreRunStore(firestore_db, "scheduler_runs")
+
+
+@pytest.fixture
+def rpcs(firestore_db) -> RpcCounter:
+    return RpcCounter().attach(firestore_db)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def deliver(app):
+    return app.handle("POST", scheduler_headers(), b"")
+
+
+def key_of(app) -> str:
+    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
+
+
+def test_a_job_without_checkpoints_still_costs_two_rpcs(store, rpcs, clock):
+    app = make_app(store, {JOB: lambda ctx: None}, clock)
+    assert deliver(app).status == 200
+    assert rpcs.total == 2
+
+
+def test_a_stage_costs_one_lookup_and_one_fenced_commit(store, rpcs, clock):
+    app = make_app(store, {JOB: lambda ctx: ctx.stage("extract", lambda: 1)}, clock)
+    assert deliver(app).status == 200
+    assert rpcs.calls["batch_get_documents"] == 1
+    assert rpcs.calls["commit"] == 3  # claim, the stage, completion
+    assert rpcs.total == 4
+
+
+def test_a_declared_pipeline_is_looked_up_in_one_round_trip(store, rpcs, clock):
+    def job(ctx) -> None:
+        ctx.completed_stages(["a", "b", "c"])
+        for name in "abc":
+            ctx.stage(name, lambda n=name: n)
+
+    app = make_app(store, {JOB: job}, clock)
+    assert deliver(app).status == 200
+    assert rpcs.calls["batch_get_documents"] == 1
+    assert rpcs.total == 2 + 1 + 3
+
+
+def test_a_retryable_failure_keeps_finished_stages_for_the_retry(store, clock):
+    ran: list[str] = []
+    fail_load = [True]
+
+    def job(ctx) -> None:
+        ctx.stage("extract", lambda: ran.append("extract"))
+        ctx.stage("transform", lambda: ran.append("transform"))
+
+        def load() -> None:
+            ran.append("load")
+            if fail_load[0]:
+                raise ConnectionError("warehouse unreachable")
+
+        ctx.stage("load", load)
+
+    app = make_app(store, {JOB: job}, clock)
+    first = deliver(app)
+    assert (first.status, first.outcome) == (500, "failed_retryable")
+    record = store.get(key_of(app)).record
+    assert record.status is Status.RELEASED
+    assert record.error == "ConnectionError: warehouse unreachable"
+    fail_load[0] = False
+    assert deliver(app).status == 200
+    assert ran == ["extract", "transform", "load", "load"]
+
+
+def test_a_terminal_failure_stores_its_reason_and_keeps_the_work(store, clock):
+    def job(ctx) -> None:
+        ctx.stage("extract", lambda: 1)
+        raise TerminalJobError("input schema v3 is not supported")
+
+    app = make_app(store, {JOB: job}, clock)
+    assert deliver(app).outcome == "failed_terminal"
+    record = store.get(key_of(app)).record
+    assert (record.status, record.error) == (
+        Status.FAILED,
+        "TerminalJobError: input schema v3 is not supported",
+    )
+    assert deliver(app).status == 422
+    assert store.get_items(key_of(app), ["checkpoint:extract"])
+
+
+def test_concurrent_duplicates_produce_an_output_once(store, clock):
+    produced: list[str] = []
+    lock = threading.Lock()
+
+    def job(ctx) -> None:
+        def produce() -> str:
+            with lock:
+                produced.append(ctx.attempt_id)
+            return "gs://reports/r.csv"
+
+        ctx.output("report", produce)
+
+    app = make_app(store, {JOB: job}, clock)
+    with ThreadPoolExecutor(8) as pool:
+        statuses = sorted(r.status for r in pool.map(lambda _: deliver(app), range(8)))
+    assert len(produced) == 1
+    assert statuses.count(200) >= 1
+    assert set(statuses) <= {200, 409}
+    assert deliver(app).status == 200  # a duplicate of the completed run
+    assert len(produced) == 1
+
+
+def test_a_stalled_attempts_checkpoint_is_refused_after_a_takeover(store, clock):
+    stalled, resume, takeover_inside, takeover_done = (threading.Event() for _ in range(4))
+    answers = {}
+
+    def job(ctx) -> None:
+        ctx.stage("extract", lambda: ctx.attempt_id)
+        if ctx.attempt_id == "attempt-1":
+            stalled.set()
+            resume.wait(10)
+            ctx.checkpoint("transform", "from the stalled attempt")
+        else:
+            takeover_inside.set()
+            takeover_done.wait(10)
+            ctx.checkpoint("transform", "from the newer attempt")
+
+    app = make_app(store, {JOB: job}, clock)
+    first = threading.Thread(target=lambda: answers.setdefault("late", deliver(app)))
+    first.start()
+    assert stalled.wait(10)
+    clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
+    second = threading.Thread(target=lambda: answers.setdefault("newer", deliver(app)))
+    second.start()
+    assert takeover_inside.wait(10)
+    resume.set()
+    first.join(10)
+    assert (answers["late"].status, answers["late"].outcome) == (409, "lease_lost")
+    assert not store.get_items(key_of(app), ["checkpoint:transform"])
+    takeover_done.set()
+    second.join(10)
+    assert answers["newer"].status == 200
+    items = store.get_items(key_of(app), ["checkpoint:extract", "checkpoint:transform"])
+    assert items["checkpoint:extract"].item.value == "attempt-1"  # resumed, not redone
+    assert items["checkpoint:transform"].item.value == "from the newer attempt"
