@@ -8,6 +8,8 @@ REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements
 
 DIR ?= .
 STACK ?= example
+# Optional: a --policy-pack-config JSON file, as `pulumi preview` takes it.
+POLICY_CONFIG ?=
 
 .PHONY: help venv test lint plan policy-check demo bench clean
 
@@ -36,7 +38,7 @@ plan: $(STAMP)
 	$(PY) -m offline.plan --dir $(DIR) --stack $(STACK)
 
 policy-check: $(STAMP)
-	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK)
+	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 
 demo: $(STAMP)
 	$(PY) -m localrun.demo $(ARGS)

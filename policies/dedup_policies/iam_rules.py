@@ -1,0 +1,272 @@
+"""IAM rules: no primitive roles anywhere, and no project-wide grant to the
+stack's own service accounts beyond what the ledger design needs.
+
+The handler needs four Firestore permissions and the invoker needs
+run.invoker on one service; anything granted project-wide on top of that
+(a predefined role such as roles/datastore.user included) widens what a
+leaked token can do, so the project-wide allowance is an explicit list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+from dedup_policies import types
+from dedup_policies.accounts import member_email
+from dedup_policies.config import schema, setting
+from dedup_policies.iam_grants import grants
+from dedup_policies.props import as_list, as_text, get_path
+
+PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
+
+# Exactly what the ledger's claim/complete/release calls use: get, create with
+# exists=false, update and delete guarded by update_time. No listing, and no
+# transactions (datastore.databases.get); a handler that does need them can
+# add them through this policy's `allowedPermissions` config.
+LEDGER_PERMISSIONS = (
+    "datastore.entities.get",
+    "datastore.entities.create",
+    "datastore.entities.update",
+    "datastore.entities.delete",
+)
+# Project-wide predefined roles that add no data access: observability only.
+OBSERVABILITY_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/cloudtrace.agent",
+)
+
+# Project-wide roles allowed only with an IAM condition narrowing them, e.g.
+# reading the staging bucket Cloud Run functions copies sources into.
+CONDITIONAL_ROLES = ("roles/storage.objectViewer",)
+
+
+def _no_primitive_roles(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not types.is_iam_grant(args.resource_type):
+        return
+    for role in sorted({role for role, _ in grants(args.props)} & PRIMITIVE_ROLES):
+        report(
+            f"{role} is a primitive role covering every service in the project; grant the "
+            "narrowest predefined or custom role that the member actually needs.",
+            None,
+        )
+
+
+no_primitive_roles = ResourceValidationPolicy(
+    name="iam-no-primitive-roles",
+    description="IAM grants never use the primitive roles owner, editor or viewer.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_no_primitive_roles,
+)
+
+
+class _StackAccounts:
+    """The service accounts the stack creates, matched by email or account id."""
+
+    def __init__(self, resources: Iterable[PolicyResource]) -> None:
+        self.emails: set[str] = set()
+        self.account_ids: set[str] = set()
+        for resource in resources:
+            if resource.resource_type != types.SERVICE_ACCOUNT:
+                continue
+            account_id = as_text(get_path(resource.props, "accountId"))
+            if account_id:
+                self.account_ids.add(account_id.lower())
+            try:
+                email = as_text(get_path(resource.props, "email"))
+            except UnknownValueError:
+                email = None  # new account during preview: its account id still identifies it
+            if email:
+                self.emails.add(email.lower())
+
+    def owns(self, member: str) -> bool:
+        email = member_email(member)
+        if email is None:
+            return False
+        local, _, domain = email.partition("@")
+        return email in self.emails or (
+            local in self.account_ids and domain.endswith(".iam.gserviceaccount.com")
+        )
+
+
+def _custom_roles(resources: Iterable[PolicyResource]) -> dict[str, PolicyResource]:
+    """Role reference -> custom role resource, for every custom role the stack defines.
+
+    A grant names a custom role as `projects/P/roles/ID` (the role's `name`
+    output), so both that output and the `…/roles/ID` suffix are keys.
+    """
+    roles: dict[str, PolicyResource] = {}
+    for resource in resources:
+        if resource.resource_type != types.CUSTOM_ROLE:
+            continue
+        role_id = as_text(get_path(resource.props, "roleId"))
+        if role_id:
+            roles[f"/roles/{role_id}"] = resource
+        try:
+            name = as_text(get_path(resource.props, "name"))
+        except UnknownValueError:
+            name = None
+        if name:
+            roles[name] = resource
+    return roles
+
+
+def _custom_role_for(role: str, custom: dict[str, PolicyResource]) -> PolicyResource | None:
+    if role in custom:
+        return custom[role]
+    if "/roles/" in role:
+        return custom.get("/roles/" + role.rsplit("/", 1)[-1])
+    return None
+
+
+def _dependency(resource: PolicyResource, prop: str, resource_type: str) -> PolicyResource | None:
+    """The stack resource of `resource_type` that property `prop` was computed from."""
+    for dep in resource.property_dependencies.get(prop, []):
+        if dep.resource_type == resource_type:
+            return dep
+    return None
+
+
+class _Grant:
+    """One project-wide (role, member) with how the role is referenced.
+
+    During a real preview a new custom role's name and a new account's member
+    string are unknown; the property dependencies still say which stack
+    resources they come from, so the rule can run instead of giving up.
+    """
+
+    def __init__(
+        self,
+        role: str | None,
+        member: str | None,
+        conditional: bool,
+        role_resource: PolicyResource | None = None,
+        member_resource: PolicyResource | None = None,
+    ) -> None:
+        self.role = role
+        self.member = member
+        self.conditional = conditional
+        self.role_resource = role_resource
+        self.member_resource = member_resource
+
+
+def _read(resource: PolicyResource, prop: str) -> tuple[str | None, bool]:
+    try:
+        return as_text(get_path(resource.props, prop)), False
+    except UnknownValueError:
+        return None, True
+
+
+def _project_grants_of(resource: PolicyResource) -> list[_Grant]:
+    conditional = get_path(resource.props, "condition") is not None
+    if resource.resource_type == types.PROJECT_IAM_POLICY:
+        return [_Grant(role, member, False) for role, member in grants(resource.props)]
+    role, role_unknown = _read(resource, "role")
+    role_resource = _dependency(resource, "role", types.CUSTOM_ROLE) if role_unknown else None
+    if role_unknown and role_resource is None:
+        get_path(resource.props, "role")  # re-raise: the SDK reports "can't run during preview"
+    members: list[str | None]
+    member_resource = None
+    if resource.resource_type == types.PROJECT_IAM_MEMBER:
+        member, member_unknown = _read(resource, "member")
+        members = [member]
+        if member_unknown:
+            member_resource = _dependency(resource, "member", types.SERVICE_ACCOUNT)
+            if member_resource is None:
+                get_path(resource.props, "member")
+    else:
+        members = [m for m in as_list(get_path(resource.props, "members")) if isinstance(m, str)]
+    return [_Grant(role, m, conditional, role_resource, member_resource) for m in members]
+
+
+def _role_problem(
+    grant: _Grant,
+    custom: dict[str, PolicyResource],
+    allowed_roles: set[str],
+    conditional_roles: set[str],
+    allowed_perms: set[str],
+) -> str | None:
+    role = grant.role or ""
+    if role in allowed_roles or (grant.conditional and role in conditional_roles):
+        return None
+    if role in conditional_roles:
+        return f"{role} is only allowed with an IAM condition that narrows it"
+    role_resource = grant.role_resource or _custom_role_for(role, custom)
+    if role_resource is None:
+        if "/roles/" in role and not role.startswith("roles/"):
+            return f"custom role {role} is not defined in this stack; its permissions are unknown"
+        return f"{role or 'the role'} is broader than the design needs project-wide"
+    permissions = as_list(get_path(role_resource.props, "permissions"))
+    extra = sorted(set(p for p in permissions if isinstance(p, str)) - allowed_perms)
+    if extra:
+        return (
+            f"custom role {role_resource.name} includes permissions the design does not "
+            f"need: {', '.join(extra)}"
+        )
+    return None
+
+
+def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
+    allowed_roles = set(setting(args, "allowedRoles", list(OBSERVABILITY_ROLES)))
+    conditional_roles = set(setting(args, "allowedConditionalRoles", list(CONDITIONAL_ROLES)))
+    allowed_perms = set(setting(args, "allowedPermissions", list(LEDGER_PERMISSIONS)))
+    accounts = _StackAccounts(args.resources)
+    custom = _custom_roles(args.resources)
+    for resource in args.resources:
+        if resource.resource_type not in types.PROJECT_IAM_TYPES:
+            continue
+        for grant in _project_grants_of(resource):
+            if grant.member_resource is not None:
+                member = f"service account {grant.member_resource.name}"
+            elif grant.member is not None and accounts.owns(grant.member):
+                member = grant.member
+            else:
+                continue
+            problem = _role_problem(grant, custom, allowed_roles, conditional_roles, allowed_perms)
+            if problem:
+                report(
+                    f"Project-wide grant to {member}: {problem}. Grant a custom role limited to "
+                    f"{', '.join(LEDGER_PERMISSIONS)} for the handler, roles/run.invoker on the "
+                    "handler service (not the project) for the invoker, or add the role to this "
+                    "policy's `allowedRoles` config if it is really needed.",
+                    resource.urn,
+                )
+
+
+project_grants_least_privilege = StackValidationPolicy(
+    name="iam-project-grants-least-privilege",
+    description="Project-wide IAM grants to the stack's service accounts stay within what "
+    "the ledger design needs.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=schema(
+        allowedRoles={
+            "type": "array",
+            "items": {"type": "string"},
+            "default": list(OBSERVABILITY_ROLES),
+        },
+        allowedConditionalRoles={
+            "type": "array",
+            "items": {"type": "string"},
+            "default": list(CONDITIONAL_ROLES),
+        },
+        allowedPermissions={
+            "type": "array",
+            "items": {"type": "string"},
+            "default": list(LEDGER_PERMISSIONS),
+        },
+    ),
+    validate=_project_grants,
+)
+
+POLICIES = [no_primitive_roles, project_grants_least_privilege]

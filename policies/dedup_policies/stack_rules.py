@@ -1,0 +1,380 @@
+"""Rules that only make sense across resources: a job and the handler it calls,
+the handler and its ledger.
+
+Each one guards a way the dedup ledger silently stops deduplicating: a
+request that outlives its lease, a record that expires while retries still
+arrive, a ledger that is never cleaned up, a job that calls something the
+stack does not control, or a handler that would refuse the job's calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    ReportViolation,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from dedup_policies import handler_resource, stack_view, types
+from dedup_policies.handler_settings import DEFAULT_DATABASE
+from dedup_policies.props import as_list, as_mapping, as_text, format_seconds, get_path
+from dedup_policies.scheduler_job import (
+    DEFAULT_ATTEMPT_DEADLINE_SECONDS,
+    attempt_deadline_seconds,
+    retry_window_seconds,
+)
+from dedup_policies.stack_view import Handler, Job
+from dedup_policies.unknowns import Deferred
+
+TTL_FIELD = "expire_at"
+
+
+def _check_target(job: Job, report: ReportViolation) -> None:
+    if as_mapping(get_path(job.resource.props, "httpTarget")) is None:
+        report(
+            f"{job.label} has no `http_target`; point it at the dedup handler deployed in "
+            "this stack (Pub/Sub and App Engine targets bypass the ledger).",
+            job.resource.urn,
+        )
+    elif job.target is None:
+        where = f"calls {job.uri!r}, which" if job.uri else "has a target URI that"
+        report(
+            f"{job.label} {where} is not a Cloud Run service or function of this stack; "
+            "build `http_target.uri` from the handler's `uri`/`url` output so every job "
+            "goes through a ledger this stack configures.",
+            job.resource.urn,
+        )
+
+
+def _target_in_stack(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for job in stack_view.build(args.resources).jobs:
+            later.run(_check_target, job, report)
+
+
+target_in_stack = StackValidationPolicy(
+    name="scheduler-target-in-stack",
+    description="Every Cloud Scheduler job calls a Cloud Run service or function defined in "
+    "the same stack.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_target_in_stack,
+)
+
+
+def _check_timeout(handler: Handler, job: Job, report: ReportViolation) -> None:
+    timeout = handler.timeout_seconds()
+    deadline = attempt_deadline_seconds(job.resource.props)
+    deadline = DEFAULT_ATTEMPT_DEADLINE_SECONDS if deadline is None else deadline
+    if timeout is not None and timeout < deadline:
+        report(
+            f"{handler.label} times out after {format_seconds(timeout)} but "
+            f"{job.label} waits {format_seconds(deadline)} per attempt; raise the "
+            f"request timeout to at least {format_seconds(deadline)} (or lower the "
+            "job's attempt_deadline) so an attempt is not cut off while Scheduler "
+            "still waits for it.",
+            handler.resource.urn,
+        )
+
+
+def _timeout_covers_deadline(args: StackValidationArgs, report: ReportViolation) -> None:
+    view = stack_view.build(args.resources)
+    with Deferred() as later:
+        for job in view.jobs:
+            if job.target is not None:
+                later.run(_check_timeout, job.target, job, report)
+
+
+timeout_covers_deadline = StackValidationPolicy(
+    name="run-timeout-covers-attempt-deadline",
+    description="A handler's request timeout is at least the attempt deadline of every job "
+    "that calls it.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_timeout_covers_deadline,
+)
+
+
+def _check_lease(handler: Handler, report: ReportViolation) -> None:
+    settings = handler.settings()
+    settings.require("DEDUP_LEASE_SECONDS")
+    timeout = handler.timeout_seconds()
+    if settings.lease_seconds is None:
+        report(
+            f"{handler.label} sets DEDUP_LEASE_SECONDS to something that is not a whole "
+            "number of seconds; the handler will refuse to start.",
+            handler.resource.urn,
+        )
+    elif timeout is not None and settings.lease_seconds < timeout:
+        report(
+            f"{handler.label} holds a run's lease for "
+            f"{format_seconds(settings.lease_seconds)} but a request may run "
+            f"{format_seconds(timeout)}; set DEDUP_LEASE_SECONDS to at least "
+            f"{int(timeout)} so a retry cannot claim a run whose first attempt is still "
+            "executing (Cloud Run does not stop code at the timeout).",
+            handler.resource.urn,
+        )
+
+
+def _lease_covers_timeout(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for handler in stack_view.build(args.resources).dedup_handlers():
+            later.run(_check_lease, handler, report)
+
+
+lease_covers_timeout = StackValidationPolicy(
+    name="lease-covers-request-timeout",
+    description="The handler's claim lease lasts at least its request timeout.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_lease_covers_timeout,
+)
+
+
+def _check_retention(view: stack_view.StackView, handler: Handler, report: ReportViolation) -> None:
+    settings = handler.settings()
+    settings.require("DEDUP_RETENTION_SECONDS", "DEDUP_LEASE_SECONDS")
+    retention = settings.retention_seconds
+    if retention is None:
+        report(
+            f"{handler.label} sets DEDUP_RETENTION_SECONDS to something that is not a "
+            "whole number of seconds; the handler will refuse to start.",
+            handler.resource.urn,
+        )
+        return
+    if settings.lease_seconds is not None and retention <= settings.lease_seconds:
+        report(
+            f"{handler.label} keeps records {format_seconds(retention)}, not longer than "
+            f"its {format_seconds(settings.lease_seconds)} lease; raise "
+            "DEDUP_RETENTION_SECONDS above DEDUP_LEASE_SECONDS.",
+            handler.resource.urn,
+        )
+    for job in view.jobs_targeting(handler):
+        window = retry_window_seconds(job.resource.props)
+        if retention < window:
+            report(
+                f"{handler.label} keeps records {format_seconds(retention)} but retries "
+                f"of {job.label} can arrive up to {format_seconds(window)} after the first "
+                f"attempt; set DEDUP_RETENTION_SECONDS to at least {int(window) + 1} or "
+                "tighten the job's retry_config, or a late retry runs the job twice.",
+                handler.resource.urn,
+            )
+
+
+def _retention_covers_retries(args: StackValidationArgs, report: ReportViolation) -> None:
+    view = stack_view.build(args.resources)
+    with Deferred() as later:
+        for handler in view.dedup_handlers():
+            later.run(_check_retention, view, handler, report)
+
+
+retention_covers_retries = StackValidationPolicy(
+    name="retention-covers-retry-window",
+    description="Ledger records outlive the retry window of every job the handler serves.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_retention_covers_retries,
+)
+
+
+def _ttl_fields(args: StackValidationArgs, collection: str, database: str) -> list[PolicyResource]:
+    found = []
+    for resource in args.resources:
+        if resource.resource_type != types.FIRESTORE_FIELD:
+            continue
+        props = resource.props
+        field_database = as_text(get_path(props, "database")) or DEFAULT_DATABASE
+        if (
+            get_path(props, "collection") == collection
+            and get_path(props, "field") == TTL_FIELD
+            and field_database == database
+            and as_mapping(get_path(props, "ttlConfig")) is not None
+        ):
+            found.append(resource)
+    return found
+
+
+def _check_ttl(args: StackValidationArgs, handler: Handler, report: ReportViolation) -> None:
+    settings = handler.settings()
+    settings.require("DEDUP_COLLECTION", "DEDUP_DATABASE")
+    if not _ttl_fields(args, settings.collection, settings.database):
+        report(
+            f"{handler.label} writes its ledger to collection {settings.collection!r} in "
+            f"database {settings.database!r}, but the stack has no TTL policy for it; add "
+            f"gcp.firestore.Field(collection={settings.collection!r}, field={TTL_FIELD!r}, "
+            f"database={settings.database!r}, ttl_config={{}}, index_config={{}}) or the "
+            "ledger grows forever.",
+            handler.resource.urn,
+        )
+
+
+def _ttl_policy(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for handler in stack_view.build(args.resources).dedup_handlers():
+            later.run(_check_ttl, args, handler, report)
+
+
+ttl_policy = StackValidationPolicy(
+    name="ledger-ttl-policy",
+    description="The ledger collection the handler uses has a Firestore TTL policy on expire_at.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_ttl_policy,
+)
+
+
+def _check_ttl_index(args: StackValidationArgs, handler: Handler, report: ReportViolation) -> None:
+    settings = handler.settings()
+    settings.require("DEDUP_COLLECTION", "DEDUP_DATABASE")
+    for field in _ttl_fields(args, settings.collection, settings.database):
+        index_config = as_mapping(get_path(field.props, "indexConfig"))
+        if index_config is None or as_list(get_path(index_config, "indexes")):
+            report(
+                f"The TTL field {TTL_FIELD!r} of {settings.collection!r} keeps single-field "
+                "indexes; set `index_config={}` to exempt it, as Google recommends for "
+                "TTL timestamps (sequential values create index hotspots).",
+                field.urn,
+            )
+
+
+def _ttl_field_not_indexed(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for handler in stack_view.build(args.resources).dedup_handlers():
+            later.run(_check_ttl_index, args, handler, report)
+
+
+ttl_field_not_indexed = StackValidationPolicy(
+    name="ledger-ttl-field-not-indexed",
+    description="The ledger's TTL field is exempt from single-field indexes.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=_ttl_field_not_indexed,
+)
+
+
+def _header_value(headers: Mapping[str, Any], name: str) -> str | None:
+    for key in headers:
+        if str(key).lower() == name.lower():
+            value = headers[key]
+            return value if isinstance(value, str) else None
+    return None
+
+
+def _check_header(job: Job, handler: Handler, which: str, report: ReportViolation) -> None:
+    settings = handler.settings()
+    header_var, allowed_var = f"DEDUP_{which}_HEADER", f"DEDUP_ALLOWED_{which}S"
+    settings.require(header_var)
+    header = settings.project_header if which == "PROJECT" else settings.region_header
+    headers = as_mapping(get_path(job.resource.props, "httpTarget", "headers")) or {}
+    value = _header_value(headers, header)
+    if value is None:
+        report(
+            f"{handler.label} reads the header {header!r} ({header_var}), which {job.label} "
+            "does not send; add it to `http_target.headers` or align the handler's "
+            f"{header_var} with the header the job sends.",
+            job.resource.urn,
+        )
+        return
+    settings.require(allowed_var)
+    allowed = settings.allowed_projects if which == "PROJECT" else settings.allowed_regions
+    if allowed and value not in allowed:
+        report(
+            f"{job.label} sends {header}: {value!r}, which {handler.label} rejects "
+            f"({allowed_var}={','.join(sorted(allowed))}); fix the header "
+            f"or add the value to {allowed_var}.",
+            job.resource.urn,
+        )
+
+
+def _check_invoker(job: Job, handler: Handler, report: ReportViolation) -> None:
+    settings = handler.settings()
+    invoker = as_text(
+        get_path(job.resource.props, "httpTarget", "oidcToken", "serviceAccountEmail")
+    )
+    if invoker is None:
+        return  # scheduler-oidc-token reports a job without a token
+    settings.require("DEDUP_ALLOWED_INVOKERS")
+    allowed = settings.allowed_invokers
+    if allowed and invoker not in allowed:
+        report(
+            f"{job.label} calls as {invoker}, which {handler.label} rejects "
+            f"(DEDUP_ALLOWED_INVOKERS={','.join(sorted(allowed))}); add the account to "
+            "DEDUP_ALLOWED_INVOKERS or use an allowed one.",
+            job.resource.urn,
+        )
+
+
+def _accepted_by_handler(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for job in stack_view.build(args.resources).jobs:
+            if job.target is None:
+                continue
+            later.run(_check_header, job, job.target, "PROJECT", report)
+            later.run(_check_header, job, job.target, "REGION", report)
+            later.run(_check_invoker, job, job.target, report)
+
+
+accepted_by_handler = StackValidationPolicy(
+    name="scheduler-accepted-by-handler",
+    description="Each job sends the headers and identity its handler's DEDUP_* settings accept.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_accepted_by_handler,
+)
+
+
+def _add_runtime_account(handler: Handler, accounts: dict[str, list[Handler]]) -> None:
+    email = handler_resource.service_account(handler.resource.resource_type, handler.resource.props)
+    if email:
+        accounts.setdefault(email.lower(), []).append(handler)
+
+
+def _check_invoker_is_not_runtime(
+    job: Job, accounts: dict[str, list[Handler]], report: ReportViolation
+) -> None:
+    invoker = as_text(
+        get_path(job.resource.props, "httpTarget", "oidcToken", "serviceAccountEmail")
+    )
+    for handler in accounts.get((invoker or "").lower(), []):
+        report(
+            f"{job.label} calls as {invoker}, the runtime account of {handler.label}; use a "
+            "separate invoker account, or any code running in the service can trigger runs.",
+            job.resource.urn,
+        )
+
+
+def _runtime_account_not_shared(args: StackValidationArgs, report: ReportViolation) -> None:
+    view = stack_view.build(args.resources)
+    accounts: dict[str, list[Handler]] = {}
+    with Deferred() as later:
+        for handler in view.handlers:
+            later.run(_add_runtime_account, handler, accounts)
+        for email, handlers in accounts.items():
+            if len(handlers) > 1:
+                names = ", ".join(h.label for h in handlers)
+                for handler in handlers:
+                    report(
+                        f"{email} runs {names}; give each service its own runtime account so "
+                        "the ledger's Firestore grant belongs to the handler alone.",
+                        handler.resource.urn,
+                    )
+        for job in view.jobs:
+            later.run(_check_invoker_is_not_runtime, job, accounts, report)
+
+
+runtime_account_not_shared = StackValidationPolicy(
+    name="run-runtime-account-not-shared",
+    description="The handler's runtime service account is its own: not shared with another "
+    "service and not the jobs' invoker account.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_runtime_account_not_shared,
+)
+
+POLICIES = [
+    target_in_stack,
+    timeout_covers_deadline,
+    lease_covers_timeout,
+    retention_covers_retries,
+    ttl_policy,
+    ttl_field_not_indexed,
+    accepted_by_handler,
+    runtime_account_not_shared,
+]

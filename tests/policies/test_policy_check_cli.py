@@ -1,0 +1,161 @@
+"""`python -m offline.policy_check` end to end: the real program under mocks, the real pack.
+
+Runs in a subprocess, as `make policy-check` does, on this repo's example stack
+and on a copy of the template that a user has edited.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_PARTS = ("Pulumi.yaml", "Pulumi.example.yaml", "infra", "handler")
+
+
+def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offline.policy_check", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+@pytest.fixture
+def template(tmp_path: Path) -> Path:
+    """A copy of the Pulumi project (program, stack file, handler source), outside the repo."""
+    project = tmp_path / "my-schedule"
+    project.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "venv")
+    for part in TEMPLATE_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, project / part, ignore=ignore)
+        else:
+            shutil.copy2(source, project / part)
+    return project
+
+
+def test_repo_example_stack_passes() -> None:
+    result = policy_check("--dir", str(REPO_ROOT), "--stack", "example")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "policy check passed: 0 mandatory, 0 advisory" in result.stdout
+    assert result.stderr == ""
+
+
+def test_copied_template_with_a_public_invoker_fails(template: Path) -> None:
+    program = template / "infra" / "__main__.py"
+    program.write_text(
+        program.read_text()
+        + "\nimport pulumi_gcp as gcp\n"
+        + "gcp.cloudrunv2.ServiceIamMember('wide-open', name='dedup-handler', "
+        + "location='europe-west1', role='roles/run.invoker', member='allUsers')\n"
+    )
+    result = policy_check("--dir", str(template), "--stack", "example")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[mandatory] run-no-public-invoker: urn:pulumi:example::" in result.stdout
+    assert "ServiceIamMember::wide-open" in result.stdout
+    assert "allUsers is granted roles/run.invoker" in result.stdout
+    assert "policy check FAILED: 1 mandatory" in result.stdout
+
+
+def test_copied_template_new_stack_and_policy_config(template: Path) -> None:
+    stack_file = template / "Pulumi.tenant.yaml"
+    text = (template / "Pulumi.example.yaml").read_text()
+    stack_file.write_text(text + "  scheduler-dedup:projectHeader: X-Tenant\n")
+    failed = policy_check("--dir", str(template), "--stack", "tenant")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "[mandatory] scheduler-dedup-headers" in failed.stdout
+    assert "Add the header 'X-Dedup-Project'" in failed.stdout
+
+    config = template / "policy-config.json"
+    config.write_text(json.dumps({"scheduler-dedup-headers": {"projectHeader": "X-Tenant"}}))
+    passed = policy_check(
+        "--dir", str(template), "--stack", "tenant", "--policy-pack-config", str(config)
+    )
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+
+
+def test_advisory_only_exits_zero(template: Path) -> None:
+    config = template / "policy-config.json"
+    config.write_text(json.dumps({"all": "advisory"}))
+    program = template / "infra" / "__main__.py"
+    program.write_text(
+        program.read_text()
+        + "\nimport pulumi_gcp as gcp\n"
+        + "gcp.projects.IAMMember('viewer', project='p', role='roles/viewer', member='user:a@b')\n"
+    )
+    result = policy_check(
+        "--dir", str(template), "--stack", "example", "--policy-pack-config", str(config)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[advisory] iam-no-primitive-roles" in result.stdout
+    assert "policy check passed: 0 mandatory, 1 advisory" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--dir", "/nonexistent/project"), "has no Pulumi.yaml"),
+        (("--stack", "no-such-stack"), "Pulumi.no-such-stack.yaml"),
+        (("--policy-pack-config", "/nonexistent/config.json"), "cannot read policy config"),
+        (("--policy-pack", "/tmp"), "is not a Python policy pack"),
+        (("--bogus",), "unrecognized arguments"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(args: tuple[str, ...], message: str) -> None:
+    result = policy_check(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]
+
+
+def test_broken_program_is_one_line_not_a_traceback(template: Path) -> None:
+    program = template / "infra" / "__main__.py"
+    program.write_text(program.read_text() + "\nraise RuntimeError('boom in the program')\n")
+    result = policy_check("--dir", str(template), "--stack", "example")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: RuntimeError: boom in the program"
+
+
+def test_first_preview_of_the_example_has_no_mandatory_violation() -> None:
+    result = policy_check("--dir", str(REPO_ROOT), "--stack", "example", "--preview")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "policy check passed: 0 mandatory" in result.stdout
+    assert "can't run policy 'scheduler-oidc-audience'" in result.stdout
+    assert "[mandatory]" not in result.stdout
+
+
+def test_first_preview_still_catches_a_public_invoker(template: Path) -> None:
+    program = template / "infra" / "__main__.py"
+    program.write_text(
+        program.read_text()
+        + "\nimport pulumi_gcp as gcp\n"
+        + "gcp.cloudrunv2.ServiceIamMember('wide-open', name='dedup-handler', "
+        + "location='europe-west1', role='roles/run.invoker', member='allAuthenticatedUsers')\n"
+    )
+    result = policy_check("--dir", str(template), "--stack", "example", "--preview")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[mandatory] run-no-public-invoker" in result.stdout
+
+
+def test_a_project_with_its_own_pack_uses_it(template: Path) -> None:
+    pack = template / "policies"
+    shutil.copytree(REPO_ROOT / "policies", pack, ignore=shutil.ignore_patterns("__pycache__"))
+    module = pack / "dedup_policies" / "pack.py"
+    module.write_text(
+        module.read_text().replace('PACK_NAME = "gcp-scheduler-dedup"', 'PACK_NAME = "my-pack"')
+    )
+    result = policy_check("--dir", str(template), "--stack", "example")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"policy pack my-pack ({pack})")

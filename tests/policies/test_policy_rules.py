@@ -1,0 +1,419 @@
+"""Each rule: silent on the compliant stack, firing on a minimal violating variant.
+
+A variant changes one thing; the test asserts exactly which policies fire,
+at which level, against which resource, and that the message says how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from policy_stack import (
+    PROJECT,
+    REGION,
+    RUN_SERVICE_URL,
+    RUNTIME_SA,
+    edit,
+    find,
+    project_grant,
+    resource,
+)
+from pulumi_policy import EnforcementLevel
+
+from offline.policy_check import StackResource
+
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+
+def test_compliant_stack_is_silent(stack: list[StackResource], check) -> None:
+    assert check(stack) == []
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    change: Callable[[list[StackResource]], None]
+    fires: dict[str, EnforcementLevel]  # every policy expected to fire, and its level
+    resource: str  # name of the resource the first expected policy reports
+    says: str  # fragment of that policy's message (the fix)
+
+
+def on(name: str, change: Callable[[dict], None]) -> Callable[[list[StackResource]], None]:
+    return lambda resources: edit(resources, name, change)
+
+
+def handler(change: Callable[[dict], None]) -> Callable[[list[StackResource]], None]:
+    return lambda resources: edit(resources, "demo-handler", change)
+
+
+def env(name: str, value: str) -> Callable[[list[StackResource]], None]:
+    return handler(lambda p: p["serviceConfig"]["environmentVariables"].__setitem__(name, value))
+
+
+def add(*new: StackResource) -> Callable[[list[StackResource]], None]:
+    return lambda resources: resources.extend(new)
+
+
+def remove(name: str) -> Callable[[list[StackResource]], None]:
+    return lambda resources: resources.remove(find(resources, name))
+
+
+def target(change: Callable[[dict], None]) -> Callable[[dict], None]:
+    return lambda props: change(props["httpTarget"])
+
+
+COMPUTE_SA = "123456789012-compute@developer.gserviceaccount.com"
+
+
+def run_service(name: str, **extra: object) -> StackResource:
+    return resource(
+        "gcp:cloudrunv2/service:Service",
+        name,
+        {
+            "location": REGION,
+            "template": {
+                "serviceAccount": f"other@{PROJECT}.iam.gserviceaccount.com",
+                "containers": [{"image": "gcr.io/x/y"}],
+            },
+            **extra,
+        },
+        {"uri": RUN_SERVICE_URL},
+    )
+
+
+VARIANTS = [
+    Variant(
+        "groc-schedule",
+        on("nightly-report", lambda p: p.__setitem__("schedule", "every 24 hours")),
+        {"scheduler-unix-cron-schedule": MANDATORY},
+        "nightly-report",
+        "unix-cron",
+    ),
+    Variant(
+        "cron-out-of-range",
+        on("hourly-sync", lambda p: p.__setitem__("schedule", "61 * * * *")),
+        {"scheduler-unix-cron-schedule": MANDATORY},
+        "hourly-sync",
+        "outside 0-59",
+    ),
+    Variant(
+        "deadline-unset",
+        on("hourly-sync", lambda p: p.pop("attemptDeadline")),
+        {"scheduler-attempt-deadline": MANDATORY},
+        "hourly-sync",
+        "Set `attempt_deadline` explicitly",
+    ),
+    Variant(
+        "deadline-too-short",
+        on("hourly-sync", lambda p: p.__setitem__("attemptDeadline", "10s")),
+        {"scheduler-attempt-deadline": MANDATORY},
+        "hourly-sync",
+        "between 15s and 1800s",
+    ),
+    Variant(
+        "deadline-too-long",
+        on("hourly-sync", lambda p: p.__setitem__("attemptDeadline", "1801s")),
+        {"scheduler-attempt-deadline": MANDATORY, "run-timeout-covers-attempt-deadline": MANDATORY},
+        "hourly-sync",
+        "between 15s and 1800s",
+    ),
+    Variant(
+        "oauth-token",
+        on(
+            "hourly-sync",
+            target(
+                lambda t: t.update(oauthToken={"serviceAccountEmail": "a@b"}) or t.pop("oidcToken")
+            ),
+        ),
+        {"scheduler-oidc-token": MANDATORY},
+        "hourly-sync",
+        "Replace `http_target.oauth_token` with `http_target.oidc_token`",
+    ),
+    Variant(
+        "no-token",
+        on("hourly-sync", target(lambda t: t.pop("oidcToken"))),
+        {"scheduler-oidc-token": MANDATORY},
+        "hourly-sync",
+        "Add `http_target.oidc_token`",
+    ),
+    Variant(
+        "token-from-default-compute",
+        on(
+            "hourly-sync",
+            target(lambda t: t["oidcToken"].__setitem__("serviceAccountEmail", COMPUTE_SA)),
+        ),
+        {"scheduler-oidc-token": MANDATORY, "scheduler-accepted-by-handler": MANDATORY},
+        "hourly-sync",
+        "Compute Engine default service account",
+    ),
+    Variant(
+        "audience-unset",
+        on("hourly-sync", target(lambda t: t["oidcToken"].pop("audience"))),
+        {"scheduler-oidc-audience": MANDATORY},
+        "hourly-sync",
+        "Set `http_target.oidc_token.audience`",
+    ),
+    Variant(
+        "audience-other-service",
+        on(
+            "hourly-sync",
+            target(lambda t: t["oidcToken"].__setitem__("audience", "https://other.run.app")),
+        ),
+        {"scheduler-oidc-audience": MANDATORY},
+        "hourly-sync",
+        "set the audience to that service's URL",
+    ),
+    Variant(
+        "region-header-missing",
+        on("nightly-report", target(lambda t: t["headers"].pop("X-Dedup-Region"))),
+        {"scheduler-dedup-headers": MANDATORY, "scheduler-accepted-by-handler": MANDATORY},
+        "nightly-report",
+        "Add the header 'X-Dedup-Region'",
+    ),
+    Variant(
+        "retry-count-too-high",
+        on("hourly-sync", lambda p: p["retryConfig"].__setitem__("retryCount", 6.0)),
+        {"scheduler-retry-limits": MANDATORY},
+        "hourly-sync",
+        "from 0 to 5",
+    ),
+    Variant(
+        "backoff-reversed",
+        on("hourly-sync", lambda p: p["retryConfig"].__setitem__("minBackoffDuration", "301s")),
+        {"scheduler-retry-limits": MANDATORY},
+        "hourly-sync",
+        "longer than `max_backoff_duration`",
+    ),
+    Variant(
+        "public-invoker-member",
+        on("demo-invoker-run", lambda p: p.__setitem__("member", "allUsers")),
+        {"run-no-public-invoker": MANDATORY},
+        "demo-invoker-run",
+        "allUsers is granted roles/run.invoker",
+    ),
+    Variant(
+        "public-function-binding",
+        add(
+            resource(
+                "gcp:cloudfunctionsv2/functionIamBinding:FunctionIamBinding",
+                "public-binding",
+                {
+                    "cloudFunction": "demo-handler",
+                    "role": "roles/cloudfunctions.invoker",
+                    "members": ["allAuthenticatedUsers"],
+                },
+            )
+        ),
+        {"run-no-public-invoker": MANDATORY},
+        "public-binding",
+        "allAuthenticatedUsers is granted",
+    ),
+    Variant(
+        "public-v1-policy",
+        add(
+            resource(
+                "gcp:cloudrun/iamPolicy:IamPolicy",
+                "public-policy",
+                {
+                    "service": "demo-handler",
+                    "policyData": '{"bindings": [{"role": "roles/run.invoker", '
+                    '"members": ["allUsers"]}]}',
+                },
+            )
+        ),
+        {"run-no-public-invoker": MANDATORY},
+        "public-policy",
+        "allUsers",
+    ),
+    Variant(
+        "invoker-iam-disabled",
+        add(run_service("open-service", invokerIamDisabled=True)),
+        {"run-invoker-iam-enabled": MANDATORY},
+        "open-service",
+        "remove `invoker_iam_disabled`",
+    ),
+    Variant(
+        "runtime-sa-unset",
+        handler(lambda p: p["serviceConfig"].pop("serviceAccountEmail")),
+        {"run-dedicated-service-account": MANDATORY},
+        "demo-handler",
+        "Set `service_config.service_account_email`",
+    ),
+    Variant(
+        "runtime-sa-default-compute",
+        handler(lambda p: p["serviceConfig"].__setitem__("serviceAccountEmail", COMPUTE_SA)),
+        {"run-dedicated-service-account": MANDATORY},
+        "demo-handler",
+        "Compute Engine default service account",
+    ),
+    Variant(
+        "timeout-below-deadline",
+        handler(lambda p: p["serviceConfig"].__setitem__("timeoutSeconds", 600.0)),
+        {"run-timeout-covers-attempt-deadline": MANDATORY},
+        "demo-handler",
+        "raise the request timeout to at least 900s",
+    ),
+    Variant(
+        "lease-below-timeout",
+        env("DEDUP_LEASE_SECONDS", "600"),
+        {"lease-covers-request-timeout": MANDATORY},
+        "demo-handler",
+        "set DEDUP_LEASE_SECONDS to at least 900",
+    ),
+    Variant(
+        "lease-not-whole-seconds",
+        env("DEDUP_LEASE_SECONDS", "16m"),
+        {"lease-covers-request-timeout": MANDATORY},
+        "demo-handler",
+        "not a whole number of seconds",
+    ),
+    Variant(
+        "retention-below-retry-window",
+        env("DEDUP_RETENTION_SECONDS", "3000"),
+        {"retention-covers-retry-window": MANDATORY},
+        "demo-handler",
+        "set DEDUP_RETENTION_SECONDS to at least 4501",
+    ),
+    Variant(
+        "ttl-field-missing",
+        remove("demo-ledger-ttl"),
+        {"ledger-ttl-policy": MANDATORY},
+        "demo-handler",
+        "field='expire_at'",
+    ),
+    Variant(
+        "ttl-on-other-collection",
+        on("demo-ledger-ttl", lambda p: p.__setitem__("collection", "other_runs")),
+        {"ledger-ttl-policy": MANDATORY},
+        "demo-handler",
+        "collection='scheduler_runs'",
+    ),
+    Variant(
+        "ttl-field-indexed",
+        on("demo-ledger-ttl", lambda p: p.pop("indexConfig")),
+        {"ledger-ttl-field-not-indexed": ADVISORY},
+        "demo-ledger-ttl",
+        "set `index_config={}`",
+    ),
+    Variant(
+        "job-targets-foreign-url",
+        on(
+            "hourly-sync",
+            target(
+                lambda t: t.update(
+                    uri="https://hooks.example.com/run",
+                    oidcToken={**t["oidcToken"], "audience": "https://hooks.example.com"},
+                )
+            ),
+        ),
+        {"scheduler-target-in-stack": MANDATORY},
+        "hourly-sync",
+        "build `http_target.uri` from the handler's",
+    ),
+    Variant(
+        "job-without-http-target",
+        on("hourly-sync", lambda p: p.pop("httpTarget") and p.update(pubsubTarget={"topic": "t"})),
+        {"scheduler-target-in-stack": MANDATORY},
+        "hourly-sync",
+        "has no `http_target`",
+    ),
+    Variant(
+        "region-not-allowed-by-handler",
+        env("DEDUP_ALLOWED_REGIONS", "us-central1"),
+        {"scheduler-accepted-by-handler": MANDATORY},
+        "nightly-report",
+        "add the value to DEDUP_ALLOWED_REGIONS",
+    ),
+    Variant(
+        "invoker-is-the-runtime-account",
+        on(
+            "hourly-sync",
+            target(lambda t: t["oidcToken"].__setitem__("serviceAccountEmail", RUNTIME_SA)),
+        ),
+        {"run-runtime-account-not-shared": MANDATORY, "scheduler-accepted-by-handler": MANDATORY},
+        "hourly-sync",
+        "use a separate invoker account",
+    ),
+    Variant(
+        "runtime-account-shared-with-another-service",
+        add(
+            resource(
+                "gcp:cloudrunv2/service:Service",
+                "other-service",
+                {"location": REGION, "template": {"serviceAccount": RUNTIME_SA}},
+                {"uri": RUN_SERVICE_URL},
+            )
+        ),
+        {"run-runtime-account-not-shared": MANDATORY},
+        "demo-handler",
+        "give each service its own runtime account",
+    ),
+    Variant(
+        "primitive-role-for-a-user",
+        add(project_grant("viewer-grant", "roles/viewer", "user:ops@example.com")),
+        {"iam-no-primitive-roles": MANDATORY},
+        "viewer-grant",
+        "roles/viewer is a primitive role",
+    ),
+    Variant(
+        "primitive-role-for-runtime",
+        add(project_grant("editor-grant", "roles/editor")),
+        {"iam-no-primitive-roles": MANDATORY, "iam-project-grants-least-privilege": MANDATORY},
+        "editor-grant",
+        "roles/editor is a primitive role",
+    ),
+    Variant(
+        "predefined-datastore-role",
+        add(project_grant("datastore-grant", "roles/datastore.user")),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "datastore-grant",
+        "roles/datastore.user is broader than the design needs",
+    ),
+    Variant(
+        "custom-role-too-wide",
+        on(
+            "demo-ledger-role",
+            lambda p: p["permissions"].append("datastore.entities.list"),
+        ),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "demo-runtime-ledger-access",
+        "datastore.entities.list",
+    ),
+    Variant(
+        "conditional-role-without-condition",
+        on("demo-build-staged-source-reader", lambda p: p.pop("condition")),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "demo-build-staged-source-reader",
+        "only allowed with an IAM condition",
+    ),
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=[v.id for v in VARIANTS])
+def test_variant_fires_expected_policies(
+    variant: Variant, stack: list[StackResource], check
+) -> None:
+    variant.change(stack)
+    diagnostics = check(stack)
+    fired = {d.policy: d.level for d in diagnostics}
+    assert fired == variant.fires
+    first = next(iter(variant.fires))
+    ours = [d for d in diagnostics if d.policy == first]
+    assert any(d.urn == find(stack, variant.resource).urn for d in ours), ours
+    assert any(variant.says in d.message for d in ours), [d.message for d in ours]
+
+
+def test_every_policy_has_a_firing_variant(pack) -> None:
+    covered = {name for variant in VARIANTS for name in variant.fires}
+    assert covered == {policy.name for policy in pack.arguments["policies"]}
+
+
+def test_message_starts_with_description_then_fix(stack: list[StackResource], check) -> None:
+    edit(stack, "hourly-sync", lambda p: p.__setitem__("schedule", "every 5 minutes"))
+    (diagnostic,) = check(stack)
+    description, _, fix = diagnostic.message.partition("\n")
+    assert description == "Cloud Scheduler jobs use a unix-cron schedule (not groc)."
+    assert "Rewrite it in unix-cron" in fix
