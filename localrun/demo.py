@@ -1,0 +1,379 @@
+"""`make demo`: the example stack's deduplicated schedule, running locally in one command.
+
+Starts the official Firestore emulator and the real handler (functions-framework
+on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
+window of each job's scheduled runs in compressed time. It prints a line per
+run, a table per job and the invariant, and exits 1 if the invariant does not
+hold, 2 on a usage error. Everything it starts is stopped when it ends, also
+on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from localrun.demo_invariant import Invariant, check_invariant
+from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
+from localrun.demo_report import (
+    format_invariant,
+    format_legend,
+    format_misbehaviour,
+    format_table,
+    job_stats,
+    json_report,
+    misbehaviour,
+)
+from localrun.demo_stack import REPO_ROOT, StackError, handler_env, load_stack, sim_jobs, speedups
+from localrun.simulator import (
+    Delivery,
+    PlanSettings,
+    RunPlan,
+    RunResult,
+    Seen,
+    SimJob,
+    Transport,
+    build_request,
+    drive_run,
+    plan_runs,
+)
+
+if TYPE_CHECKING:
+    from dedup_schedule.config import ScheduleConfig
+    from localrun.emulator import FirestoreEmulator
+
+# Scheduled runs are released one every PACE_S seconds, in schedule order.
+PACE_S = 0.15
+MAX_RUNS = 50
+# After the Scheduler is done, executions still running (a lost race, a slow
+# first attempt) get this long to end before the log is judged.
+SETTLE_S = 15.0
+# The handler's first delivery imports the Firestore client and connects.
+WARMUP_TIMEOUT_S = 60.0
+
+
+class DemoError(Exception):
+    """The local setup did not work; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    stack: str = "example"
+    runs: int = 8
+    seed: int = 7
+    json_path: Path | None = None
+    project_dir: Path | None = None
+    without_dedup: bool = False
+
+
+def _parse(argv: Sequence[str] | None) -> DemoOptions:
+    parser = argparse.ArgumentParser(
+        prog="python -m localrun.demo",
+        description="Run the stack's deduplicated schedule locally against a misbehaving "
+        "Cloud Scheduler simulator and check that every run's work happens exactly once. "
+        "Through make: make demo ARGS='--runs 20 --seed 3'.",
+    )
+    parser.add_argument("--runs", type=int, default=8, help="scheduled runs per job (default 8)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the misbehaviour (default 7)")
+    parser.add_argument("--stack", default="example", help="stack name: Pulumi.<stack>.yaml")
+    parser.add_argument("--json", type=Path, dest="json_path", help="also write the report here")
+    parser.add_argument(
+        "--without-dedup",
+        action="store_true",
+        help="serve a handler with no run ledger instead, to watch the invariant fail",
+    )
+    args = parser.parse_args(argv)
+    if not 1 <= args.runs <= MAX_RUNS:
+        parser.error(f"--runs must be between 1 and {MAX_RUNS}")
+    return DemoOptions(
+        args.stack, args.runs, args.seed, args.json_path, without_dedup=args.without_dedup
+    )
+
+
+class _Printer:
+    """Progress lines from many run threads, one whole line at a time."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._lock = threading.Lock()
+
+    def __call__(self, line: str = "") -> None:
+        with self._lock:
+            print(line, file=self.out, flush=True)
+
+
+def _describe(d: Delivery) -> str:
+    if d.seen is Seen.TIMEOUT:
+        return "timeout"
+    shown = str(d.status)
+    return f"{shown}(ack lost)" if d.seen is Seen.LOST_ACK else shown
+
+
+def progress_line(index: int, total: int, result: RunResult, successes: int) -> str:
+    """One run, as the Scheduler saw it: each attempt's answer, burst copies in brackets."""
+    plan = result.plan
+    parts = []
+    for attempt in range(result.retries + 1):
+        ds = [d for d in result.deliveries if d.attempt == attempt]
+        if not ds:
+            continue
+        text = _describe(ds[0])
+        copies = [str(d.status) if d.status is not None else "timeout" for d in ds[1:]]
+        if copies:
+            text += f" +burst[{' '.join(copies)}]"
+        parts.append(text)
+    when = plan.schedule_time.strftime("%Y-%m-%d %H:%M")
+    kind = "forced" if plan.manual else (str(plan.fault) if plan.fault else "-")
+    if result.acknowledged:
+        end = "acknowledged"
+    elif not result.exhausted:
+        end = "interrupted"
+    else:
+        end = "retries exhausted" + (" (the work had succeeded)" if successes else "")
+    return (
+        f"  [{index:>3}/{total}] {plan.job:<16} {when}Z {kind:<9} "
+        f"{' -> '.join(parts)}  => {end}; work succeeded {successes}x"
+    )
+
+
+def _drive_all(
+    plans: Sequence[RunPlan],
+    jobs: dict[str, SimJob],
+    transport: Transport,
+    seed: int,
+    stop: threading.Event,
+    on_done: Callable[[RunResult], None],
+) -> list[RunResult]:
+    """One thread per run, released PACE_S apart; returns when every run is over."""
+    results: list[RunResult | None] = [None] * len(plans)
+
+    def drive(index: int, plan: RunPlan) -> None:
+        rng = random.Random(f"{seed}/{plan.label}")  # per run, so thread timing cannot matter
+        result = drive_run(plan, jobs[plan.job], transport, rng, time.monotonic, stop.wait, stop)
+        results[index] = result
+        on_done(result)
+
+    threads = []
+    for index, plan in enumerate(plans):
+        if stop.wait(PACE_S if index else 0):
+            break
+        thread = threading.Thread(target=drive, args=(index, plan), daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)  # short joins keep Ctrl-C responsive
+    return [r for r in results if r is not None]
+
+
+def _warm_up(transport: Transport, job: SimJob, now: datetime, log_path: Path) -> None:
+    """Send one no-op delivery first, so the handler's cold start is not timed as a run.
+
+    On Cloud Run the first request of a new instance pays the same price; the
+    demo keeps it out of the table, where it would look like a slow job.
+    """
+    when = (now - timedelta(hours=1)).replace(second=0, microsecond=0)
+    plan = RunPlan(WARMUP_JOB, when, False, None, ())
+    request = build_request(replace(job, id=WARMUP_JOB), plan, random.Random(0))
+    answer = transport.send_all([request], WARMUP_TIMEOUT_S)[0]
+    if answer.status != 200:
+        raise DemoError(
+            f"the handler's warm-up delivery got {answer.status or 'no answer'} "
+            f"({answer.outcome}); see {log_path}"
+        )
+
+
+def _settle(events_path: Path, deadline_s: float) -> None:
+    """Wait until no execution is still running (none must be left half-logged)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        events = read_events(events_path)
+        starts = sum(e.event == "start" for e in events)
+        if starts == len(events) - starts:
+            return
+        time.sleep(0.1)
+
+
+def _print_setup(
+    say: _Printer,
+    options: DemoOptions,
+    jobs: Sequence[SimJob],
+    speedup: dict[str, float],
+    notes: Sequence[str],
+    runs: int,
+) -> None:
+    """What will be replayed, how time is compressed, and every handler setting changed."""
+    say(
+        f"stack {options.stack!r}, seed {options.seed}: the last {options.runs} scheduled runs "
+        f"of each job before now, plus forced runs ({runs} runs)"
+    )
+    say(
+        f"time is compressed per job; runs are released {PACE_S:.2f} s apart in schedule order, "
+        "with the ScheduleTime the real Scheduler would send"
+    )
+    width = max(len(job.schedule) for job in jobs) + 2
+    for job in jobs:
+        say(
+            f"  {job.id:<16} {job.schedule!r:<{width}} {job.time_zone:<17} "
+            f"x{speedup[job.id]:<4.0f} deadline {job.attempt_deadline_s * speedup[job.id]:.0f}s"
+            f" -> {job.attempt_deadline_s:.2f}s, {job.retry.retry_count} retries"
+        )
+    say("handler settings changed for the demo:")
+    for note in notes:
+        say(f"  {note}")
+
+
+def _print_report(say: _Printer, results: Sequence[RunResult], invariant: Invariant) -> None:
+    say()
+    say(format_table(job_stats(results, invariant)))
+    say(format_legend())
+    say()
+    say(format_misbehaviour(misbehaviour(results, invariant)))
+    say(format_invariant(invariant))
+
+
+def run_demo(
+    options: DemoOptions,
+    config: ScheduleConfig,
+    out: TextIO,
+    emulator: FirestoreEmulator | None = None,
+) -> tuple[Invariant, dict[str, Any]]:
+    """Run the whole demo; returns the invariant and the JSON report. Stops all it started."""
+    from localrun.demo_http import HttpTransport
+    from localrun.emulator import start_emulator
+    from localrun.handler_server import HANDLER_DIR, start_handler
+
+    say = _Printer(out)
+    now = datetime.now(UTC)
+    speedup = speedups(config)
+    jobs = sim_jobs(config, speedup)
+    plans = plan_runs(jobs, now, PlanSettings(options.runs), random.Random(options.seed))
+    workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
+    plan_path, events_path = workdir / "plan.json", workdir / "executions.log"
+    write_plan(
+        plan_path,
+        WorkPlan(tuple(j.id for j in jobs), {p.label: p.script for p in plans}, Step(0.05)),
+    )
+    env = handler_env(config, speedup, plans, now, plan_path, events_path)
+
+    _print_setup(say, options, jobs, speedup, env.notes, len(plans))
+
+    started_emulator = None
+    handler = None
+    try:
+        if options.without_dedup:
+            say("starting a handler WITHOUT a run ledger (--without-dedup) ...")
+            handler = start_handler(
+                env.env,
+                source=REPO_ROOT / "localrun" / "demo_naive.py",
+                target="handle_without_ledger",
+                extra_pythonpath=(REPO_ROOT, HANDLER_DIR),
+            )
+        else:
+            if emulator is None:
+                say("starting the Firestore emulator ...")
+                emulator = started_emulator = start_emulator(project=config.project)
+            say("starting the handler (functions-framework) ...")
+            handler = start_handler({**emulator.env(), **env.env})
+        transport = HttpTransport(handler.url)
+        _warm_up(transport, jobs[0], now, handler.log_path)
+        say(f"handler on {handler.url}; delivering {len(plans)} runs:")
+        stop = threading.Event()
+        done = 0
+        done_lock = threading.Lock()
+
+        def on_done(result: RunResult) -> None:
+            nonlocal done
+            with done_lock:
+                done += 1
+                index = done
+            successes = sum(
+                e.label == result.plan.label and e.outcome == "succeeded"
+                for e in read_events(events_path)
+            )
+            say(progress_line(index, len(plans), result, successes))
+
+        try:
+            results = _drive_all(
+                plans, {j.id: j for j in jobs}, transport, options.seed, stop, on_done
+            )
+        finally:
+            stop.set()
+        _settle(events_path, SETTLE_S)
+        invariant = check_invariant(results, read_events(events_path))
+    finally:
+        if handler is not None:
+            handler.stop()
+        if started_emulator is not None:
+            started_emulator.stop()
+            started_emulator.log_path.unlink(missing_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    if handler is not None and invariant.holds:
+        handler.log_path.unlink(missing_ok=True)
+    elif handler is not None:
+        say(f"handler log kept: {handler.log_path}")
+
+    _print_report(say, results, invariant)
+    settings = {
+        "stack": options.stack,
+        "seed": options.seed,
+        "runs_per_job": options.runs,
+        "started": now.isoformat(),
+        "speedup": speedup,
+        "handler_notes": list(env.notes),
+    }
+    return invariant, json_report(settings, results, invariant)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+    from localrun.emulator import EmulatorMissing
+
+    options = _parse(argv)
+    try:
+        config = load_stack(options.stack, options.project_dir or REPO_ROOT)
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)  # a `kill` cleans up like Ctrl-C
+    try:
+        invariant, report = run_demo(options, config, out)
+    except EmulatorMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (DemoError, RuntimeError) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {first_line}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: emulator and handler stopped", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if options.json_path is not None:
+        try:
+            options.json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"error: cannot write {options.json_path}: {exc.strerror}", file=sys.stderr)
+            return 2
+        print(f"report written to {options.json_path}", file=out)
+    return 0 if invariant.holds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

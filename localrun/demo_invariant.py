@@ -1,0 +1,95 @@
+"""The demo's promise, checked against the execution log rather than the handler's word.
+
+Every run the Scheduler delivered must end with exactly one successful
+execution of its work; executions of one run never overlap; failed
+executions before the success are fine (that is what retries are for). The
+only run allowed to end without a success is one whose retries were
+exhausted, and those are listed, not hidden.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from localrun.demo_plan import ExecutionEvent
+from localrun.simulator import RunResult
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    label: str
+    job: str
+    manual: bool
+    successes: int
+    failures: int  # executions that failed retryably (or lost their lease)
+    problem: str | None  # why this run breaks the invariant
+    exhausted: bool  # no success because the Scheduler ran out of retries
+
+    @property
+    def executions(self) -> int:
+        return self.successes + self.failures
+
+
+@dataclass(frozen=True)
+class Invariant:
+    verdicts: tuple[RunVerdict, ...]
+    strays: tuple[str, ...]  # executions of runs the Scheduler never delivered
+
+    @property
+    def violations(self) -> list[str]:
+        found = [f"{v.label}: {v.problem}" for v in self.verdicts if v.problem]
+        return found + [f"{label}: executed but never delivered" for label in self.strays]
+
+    @property
+    def exhausted(self) -> list[str]:
+        return [v.label for v in self.verdicts if v.exhausted]
+
+    @property
+    def holds(self) -> bool:
+        return not self.violations
+
+
+def _overlaps(events: Sequence[ExecutionEvent]) -> str | None:
+    """Why executions of one run overlapped in time or never ended, if they did."""
+    spans: dict[str, list[float | None]] = {}
+    for event in events:
+        span = spans.setdefault(event.attempt_id, [None, None])
+        span[0 if event.event == "start" else 1] = event.at
+    if any(end is None for _, end in spans.values()):
+        return "an execution never finished"
+    ordered = sorted((start or 0.0, end or 0.0) for start, end in spans.values())
+    for (_, first_end), (second_start, _) in itertools.pairwise(ordered):
+        if second_start < first_end:
+            return "two executions ran at the same time"
+    return None
+
+
+def check_invariant(results: Sequence[RunResult], events: Sequence[ExecutionEvent]) -> Invariant:
+    by_run: dict[str, list[ExecutionEvent]] = defaultdict(list)
+    for event in events:
+        by_run[event.label].append(event)
+    verdicts = []
+    for result in results:
+        plan = result.plan
+        run_events = by_run.get(plan.label, [])
+        ends = [e for e in run_events if e.event == "end"]
+        successes = sum(1 for e in ends if e.outcome == "succeeded")
+        failures = len(ends) - successes
+        problem = _overlaps(run_events)
+        exhausted = False
+        if successes > 1:
+            problem = f"work succeeded {successes} times (must be exactly once)"
+        elif successes == 0 and result.exhausted:
+            exhausted = True
+        elif successes == 0:
+            answered = "acknowledged" if result.acknowledged else "not acknowledged"
+            problem = f"lost: no successful execution ({answered}, retries not exhausted)"
+        verdicts.append(
+            RunVerdict(plan.label, plan.job, plan.manual, successes, failures, problem, exhausted)
+        )
+    delivered = {result.plan.label for result in results}
+    strays = tuple(sorted(label for label in by_run if label not in delivered))
+    return Invariant(tuple(verdicts), strays)

@@ -1,0 +1,58 @@
+"""A handler without a run ledger, for `make demo ARGS=--without-dedup`.
+
+It runs the same demo jobs for every delivery it gets, as a target that
+trusts Cloud Scheduler to deliver once would. Serving it in place of the
+real handler shows what the ledger prevents: the invariant fails, with the
+runs whose work was done twice or concurrently listed. It is never deployed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import flask
+import functions_framework
+
+from runledger import RunContext
+from runledger.delivery import JOB_HEADER, MANUAL_TOLERANCE, SCHEDULE_HEADER, parse_schedule_time
+from runledger.exceptions import BadRequest
+from runledger.jobs import load_jobs
+
+JOBS = load_jobs(os.environ.get("DEDUP_JOBS_MODULE", "localrun.demo_jobs"))
+
+
+class _NoLease:
+    """Nothing guards the run, so nothing can be lost either."""
+
+    def held(self) -> bool:
+        return True
+
+
+@functions_framework.http
+def handle_without_ledger(request: flask.Request) -> Any:
+    job = request.headers.get(JOB_HEADER, "")
+    try:
+        schedule_time = parse_schedule_time(request.headers.get(SCHEDULE_HEADER, ""))
+    except BadRequest as exc:
+        return flask.jsonify(outcome="rejected", message=exc.reason), 400
+    if job not in JOBS:
+        return flask.jsonify(outcome="rejected", message=f"unknown job {job!r}"), 404
+    context = RunContext(
+        run_id=f"{job}/{schedule_time.isoformat()}",
+        job_name=job,
+        schedule_time=schedule_time,
+        attempt_id=uuid.uuid4().hex,
+        project="",
+        region="",
+        manual=schedule_time > datetime.now(UTC) + MANUAL_TOLERANCE,
+        body=request.get_data(),
+        _lease=cast(Any, _NoLease()),
+    )
+    try:
+        JOBS[job](context)
+    except Exception as exc:
+        return flask.jsonify(outcome="failed_retryable", message=str(exc)), 500
+    return flask.jsonify(outcome="completed", message="run processed (no ledger)"), 200

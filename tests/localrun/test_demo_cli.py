@@ -1,0 +1,49 @@
+"""User errors get one `error:` line and exit 2, never a stack trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localrun.demo_stack import StackError, load_stack
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "localrun.demo", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_unknown_stack_is_one_error_line_and_exit_2() -> None:
+    result = _demo("--stack", "nope")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown stack 'nope'")
+    assert "example" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_bad_run_count_is_a_usage_error() -> None:
+    result = _demo("--runs", "0")
+    assert result.returncode == 2
+    assert "--runs must be between 1 and" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_invalid_stack_config_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: scheduler-dedup\n")
+    (tmp_path / "Pulumi.bad.yaml").write_text(
+        "config:\n  gcp:project: acme-scheduling-prod\n  gcp:region: europe-west1\n"
+        "  scheduler-dedup:jobs:\n    - id: x\n      schedule: every 5 minutes\n"
+    )
+    with pytest.raises(StackError, match=r"^scheduler-dedup:jobs\[0\]\.schedule: "):
+        load_stack("bad", tmp_path)

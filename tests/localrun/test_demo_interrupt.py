@@ -1,0 +1,65 @@
+"""Ctrl-C in the middle of `make demo` stops the emulator and the handler it started."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.firestore
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_stops_everything_the_demo_started(firestore_emulator, tmp_path: Path) -> None:
+    # (firestore_emulator only makes the test skip loudly where there is no emulator.)
+    log = tmp_path / "demo.out"
+    with log.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "localrun.demo", "--runs", "40"],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            # A shell's background jobs ignore SIGINT; a user's terminal does not.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "delivering" not in log.read_text() and time.monotonic() < deadline:
+            assert demo.poll() is None, log.read_text()
+            time.sleep(0.1)
+        started = _children(demo.pid)
+        assert len(started) == 2, started  # the emulator and the handler
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=30) == 130
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    time.sleep(0.5)
+    assert [pid for pid in started if _alive(pid)] == []
+    assert "Traceback" not in log.read_text()
+    assert "interrupted" in log.read_text()

@@ -1,0 +1,163 @@
+"""The simulated Scheduler retries like the stack's RetryConfig says, and misbehaves on plan.
+
+`drive_run` is exercised with a scripted in-process transport and a fake
+clock, so every path (timeout, error, lost acknowledgement, burst,
+exhaustion) is checked without HTTP or real waiting.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+
+from localrun.demo_stack import load_stack, sim_jobs, speedups
+from localrun.simulator import (
+    Answer,
+    Fault,
+    Request,
+    RetryPolicy,
+    RunPlan,
+    RunResult,
+    Seen,
+    SimJob,
+    drive_run,
+)
+
+WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)
+
+
+def _job(delays: tuple[float, ...], max_retry_duration_s: float = 0.0) -> SimJob:
+    return SimJob(
+        id="hourly-sync",
+        schedule="5 * * * *",
+        time_zone="UTC",
+        attempt_deadline_s=1.0,
+        retry=RetryPolicy(delays, max_retry_duration_s),
+        headers=(),
+        body=b"",
+    )
+
+
+class ScriptedTransport:
+    """Answers each attempt from a script; records how many copies each attempt sent."""
+
+    def __init__(self, clock: FakeClock, answers: Sequence[Answer]) -> None:
+        self.clock = clock
+        self.answers = list(answers)
+        self.copies: list[int] = []
+
+    def send_all(self, requests: Sequence[Request], timeout_s: float) -> list[Answer]:
+        self.copies.append(len(requests))
+        answer = self.answers.pop(0)
+        self.clock.now += timeout_s if answer.status is None else answer.latency_s
+        return [answer] + [Answer(409, "duplicate_in_progress", 0.01)] * (len(requests) - 1)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def _drive(
+    plan: RunPlan, job: SimJob, answers: Sequence[Answer]
+) -> tuple[RunResult, ScriptedTransport, FakeClock]:
+    clock = FakeClock()
+    transport = ScriptedTransport(clock, answers)
+    result = drive_run(plan, job, transport, random.Random(1), clock, clock.sleep)
+    return result, transport, clock
+
+
+def _plan(fault: Fault | None, burst: int = 1) -> RunPlan:
+    return RunPlan("hourly-sync", WHEN, False, fault, (), burst)
+
+
+OK = Answer(200, "completed", 0.05)
+DONE = Answer(200, "duplicate_completed", 0.01)
+BUSY = Answer(409, "duplicate_in_progress", 0.01)
+FAILED = Answer(500, "failed_retryable", 0.05)
+TIMEOUT = Answer(None, None, 1.0)
+
+
+def test_backoff_matches_the_stack_config_scaled_by_the_job_speedup() -> None:
+    config = load_stack("example")
+    speedup = speedups(config)
+    jobs = {job.id: job for job in sim_jobs(config, speedup)}
+    for job in config.jobs:
+        factor = speedup[job.id]
+        expected = [job.retry.backoff_s(i) / factor for i in range(job.retry.retry_count)]
+        assert list(jobs[job.id].retry.delays) == pytest.approx(expected)
+        assert jobs[job.id].attempt_deadline_s == pytest.approx(job.attempt_deadline_s / factor)
+    # The slowest job's deadline is compressed to a couple of seconds, none below one.
+    assert max(j.attempt_deadline_s for j in jobs.values()) == pytest.approx(2.5)
+    assert min(j.attempt_deadline_s for j in jobs.values()) >= 1.0
+
+
+def test_retry_limits_by_count_and_by_duration() -> None:
+    policy = RetryPolicy((0.1, 0.2, 0.4), max_retry_duration_s=1.0)
+    assert policy.delay_before_retry(0, 0.0) == 0.1
+    assert policy.delay_before_retry(2, 0.5) == 0.4
+    assert policy.delay_before_retry(3, 0.5) is None  # count used up
+    assert policy.delay_before_retry(1, 1.0) is None  # duration used up
+    assert RetryPolicy(()).delay_before_retry(0, 0.0) is None
+
+
+def test_a_2xx_ends_the_run_at_once() -> None:
+    result, _, clock = _drive(_plan(None), _job((0.1,)), [OK])
+    assert result.acknowledged and not result.exhausted
+    assert [d.seen for d in result.deliveries] == [Seen.ANSWERED]
+    assert clock.sleeps == []
+
+
+def test_timeout_is_retried_with_backoff_and_the_retry_finds_the_work_running() -> None:
+    result, _, clock = _drive(_plan(Fault.TIMEOUT), _job((0.1, 0.2, 0.4)), [TIMEOUT, BUSY, DONE])
+    assert result.acknowledged
+    assert [d.seen for d in result.deliveries] == [Seen.TIMEOUT, Seen.ANSWERED, Seen.ANSWERED]
+    assert [d.after for d in result.deliveries] == [None, "timeout", "status 409"]
+    assert clock.sleeps == [0.1, 0.2]
+    assert result.retries == 2
+
+
+def test_retries_stop_when_the_policy_is_exhausted() -> None:
+    result, _, clock = _drive(_plan(Fault.EXHAUSTED), _job((0.1, 0.2)), [FAILED] * 3)
+    assert result.exhausted and not result.acknowledged
+    assert len(result.deliveries) == 3
+    assert clock.sleeps == [0.1, 0.2]
+
+
+def test_max_retry_duration_cuts_retries_short() -> None:
+    result, _, _ = _drive(_plan(Fault.EXHAUSTED), _job((0.5,) * 5, 1.1), [FAILED] * 6)
+    assert result.exhausted
+    assert len(result.deliveries) == 3  # 3 answers of 0.05 s and 2 waits of 0.5 s: 1.15 s
+
+
+def test_a_lost_acknowledgement_is_retried_although_the_handler_answered_200() -> None:
+    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job((0.1,)), [OK, DONE])
+    assert result.acknowledged
+    assert [(d.seen, d.status) for d in result.deliveries] == [
+        (Seen.LOST_ACK, 200),
+        (Seen.ANSWERED, 200),
+    ]
+    assert result.deliveries[1].after == "lost_ack"
+
+
+def test_a_lost_acknowledgement_without_retries_leaves_the_run_unacknowledged() -> None:
+    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job(()), [OK])
+    assert result.exhausted and not result.acknowledged
+
+
+def test_a_burst_sends_concurrent_copies_of_the_first_attempt_only() -> None:
+    result, transport, _ = _drive(_plan(Fault.BURST, burst=4), _job((0.1,)), [BUSY, DONE])
+    assert transport.copies == [4, 1]
+    assert [d.seen for d in result.deliveries].count(Seen.DUPLICATE) == 3
+    assert result.acknowledged
