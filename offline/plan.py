@@ -44,6 +44,8 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "member",
     ),
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": ("name", "role", "member"),
+    # A proxy target's Cloud Run job may live in another project: show where the grant is.
+    "gcp:cloudrunv2/jobIamMember:JobIamMember": ("project", "location", "name", "role", "member"),
     "gcp:storage/bucket:Bucket": ("name", "location", "publicAccessPrevention"),
     "gcp:storage/bucketObject:BucketObject": ("bucket", "name", "source"),
     "gcp:artifactregistry/repository:Repository": ("repositoryId", "format", "location"),

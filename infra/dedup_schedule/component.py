@@ -7,6 +7,9 @@ reuse the whole unit by constructing `DedupSchedule` with its own config.
 Security model, each grant on the narrowest resource that works:
 
 * runtime account: only document get/create/update/delete, in the one ledger database;
+  plus, per job with a proxy `target`, the right to start that one workflow
+  (`roles/workflows.invoker`) or run that one Cloud Run job (`run.jobs.run` and
+  `run.jobs.runWithOverrides`), and nothing for jobs without one;
 * invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
 * Cloud Scheduler service agent: may mint OIDC tokens for the invoker account only;
 * build account: writes the image to this stack's own repository, reads the source,
@@ -24,7 +27,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import JobConfig, ScheduleConfig
+from dedup_schedule.config import WORK_COLLECTION, JobConfig, ScheduleConfig, TargetConfig
 from dedup_schedule.source import handler_files, source_digest
 
 # APIs the stack calls, enabled by the stack itself. They stay enabled on destroy:
@@ -53,6 +56,16 @@ LEDGER_PERMISSIONS = (
     "datastore.entities.get",
     "datastore.entities.update",
 )
+
+# What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
+# execution (run.jobs.run) with the run key and schedule time as environment overrides
+# (run.jobs.runWithOverrides, which roles/run.invoker lacks; the predefined roles that
+# have it, such as roles/run.developer, grant much more). Google's docs name only
+# these two permissions for jobs.run. Running needs no iam.serviceAccounts.actAs on the
+# job's service account: that is checked when a job is created or updated, and env
+# overrides cannot change the identity the job runs as.
+RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
+WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
 
 ENTRY_POINT = "handle_scheduled_job"
 TTL_FIELD = "expire_at"
@@ -117,8 +130,15 @@ class DedupSchedule(pulumi.ComponentResource):
         function = self._handler_function(runtime_sa, invoker_sa, build_sa, build, ledger_grant)
         service_url = function.service_config.apply(lambda service: service.uri)
         invoker_grants = self._grant_invocation(function, invoker_sa)
+        target_grants = self._grant_target_access(runtime_sa)
         jobs = [
-            self._scheduler_job(job, service_url, invoker_sa, invoker_grants) for job in cfg.jobs
+            self._scheduler_job(
+                job,
+                service_url,
+                invoker_sa,
+                [*invoker_grants, *target_grants.get(job.id, [])],
+            )
+            for job in cfg.jobs
         ]
 
         self.service_url = service_url
@@ -206,12 +226,30 @@ class DedupSchedule(pulumi.ComponentResource):
             )
             dependencies.append(database)
             database_name = database.name
-        gcp.firestore.Field(
-            self._child_name("ledger-ttl"),
+        ledger_ttl = self._ttl_policy("ledger-ttl", cfg.collection, database_name, dependencies)
+        # Checkpoints and outputs live in the `runledger_work` subcollection of each run
+        # document and carry a copy of the run's `expire_at`, so the same policy on that
+        # collection group makes them expire with their run. Field operations on one
+        # database are serialised by Firestore: two created at once can fail with 409
+        # "Please retry, underlying data changed" (terraform-provider-google#16329; the
+        # provider retries since magic-modules#9329), so the second waits for the first.
+        self._ttl_policy("work-ttl", WORK_COLLECTION, database_name, [*dependencies, ledger_ttl])
+        return database_name
+
+    def _ttl_policy(
+        self,
+        suffix: str,
+        collection: str,
+        database_name: pulumi.Output[str],
+        dependencies: list[pulumi.Resource],
+    ) -> gcp.firestore.Field:
+        """A TTL policy on `expire_at` for one collection group, with the field unindexed."""
+        return gcp.firestore.Field(
+            self._child_name(suffix),
             gcp.firestore.FieldArgs(
-                project=cfg.project,
+                project=self._cfg.project,
                 database=database_name,
-                collection=cfg.collection,
+                collection=collection,
                 field=TTL_FIELD,
                 # Documents expire at their own `expire_at` timestamp (no offset).
                 ttl_config=gcp.firestore.FieldTtlConfigArgs(),
@@ -222,7 +260,6 @@ class DedupSchedule(pulumi.ComponentResource):
             ),
             opts=self._child_opts(dependencies),
         )
-        return database_name
 
     def _account(self, role: str, description: str) -> gcp.serviceaccount.Account:
         return gcp.serviceaccount.Account(
@@ -469,6 +506,106 @@ class DedupSchedule(pulumi.ComponentResource):
             opts=self._child_opts(),
         )
         return [run_invoker, token_minter]
+
+    def _grant_target_access(
+        self, runtime_sa: gcp.serviceaccount.Account
+    ) -> dict[str, list[pulumi.Resource]]:
+        """Let the runtime account start each job's proxy target, and only that target.
+
+        Returns the grants per job id (jobs without a `target` get none), so each
+        Scheduler job waits for its own grant: a first run without it would end in
+        PermissionDenied, which the handler treats as a permanent failure.
+        """
+        run_job_roles: dict[str, gcp.projects.IAMCustomRole] = {}
+        grants: dict[str, list[pulumi.Resource]] = {}
+        for job in self._cfg.jobs:
+            target = job.target
+            if target is None:
+                continue
+            if target.kind == "workflow":
+                grant = self._grant_workflow_invoker(job, target, runtime_sa)
+            else:
+                if target.project not in run_job_roles:
+                    run_job_roles[target.project] = self._run_job_role(target.project)
+                grant = self._grant_run_job(job, target, runtime_sa, run_job_roles[target.project])
+            grants[job.id] = [grant]
+        return grants
+
+    def _grant_workflow_invoker(
+        self, job: JobConfig, target: TargetConfig, runtime_sa: gcp.serviceaccount.Account
+    ) -> pulumi.Resource:
+        """`roles/workflows.invoker` for one workflow.
+
+        Workflows has no IAM policy on a workflow (its roles are granted on the
+        project at the lowest, and pulumi-gcp has no `workflows` IAM resource), so
+        this is a project-level grant in the workflow's project with an IAM condition
+        on the workflow's resource name. The condition also matches names under the
+        workflow (its executions), in case the execution permissions are checked
+        there, but never another workflow (`…/workflows/etl` does not match
+        `…/workflows/etl-2`).
+
+        Google's list of services that evaluate resource attributes in conditions
+        does not name Workflows. Should Workflows not evaluate `resource.name`, the
+        condition is false and the grant fails closed (the run fails with
+        PermissionDenied); it never widens to every workflow in the project.
+        """
+        return gcp.projects.IAMMember(
+            self._child_name(f"target-{job.id}"),
+            gcp.projects.IAMMemberArgs(
+                project=target.project,
+                role=WORKFLOW_INVOKER_ROLE,
+                member=runtime_sa.member,
+                condition=gcp.projects.IAMMemberConditionArgs(
+                    title=f"{self._prefix} invoke {target.resource_id}",
+                    description=f"Scheduler job {job.id} starts this workflow only.",
+                    expression=(
+                        f'resource.name == "{target.name}" || '
+                        f'resource.name.startsWith("{target.name}/")'
+                    ),
+                ),
+            ),
+            opts=self._child_opts(),
+        )
+
+    def _run_job_role(self, project: str) -> gcp.projects.IAMCustomRole:
+        """The custom role holding `RUN_JOB_PERMISSIONS`, defined in `project`.
+
+        A project-level custom role can only be granted on resources of its own
+        project, so a target job in another project gets the role defined there.
+        """
+        suffix = "run-job-role" if project == self._cfg.project else f"run-job-role-{project}"
+        return gcp.projects.IAMCustomRole(
+            self._child_name(suffix),
+            gcp.projects.IAMCustomRoleArgs(
+                project=project,
+                role_id=self._prefix.replace("-", "_") + "_run_job",
+                title=f"{self._prefix} run a Cloud Run job with overrides",
+                description="Start a job execution with environment overrides; nothing else.",
+                permissions=list(RUN_JOB_PERMISSIONS),
+                stage="GA",
+            ),
+            opts=self._child_opts(),
+        )
+
+    def _grant_run_job(
+        self,
+        job: JobConfig,
+        target: TargetConfig,
+        runtime_sa: gcp.serviceaccount.Account,
+        role: gcp.projects.IAMCustomRole,
+    ) -> pulumi.Resource:
+        """The run-job custom role on the one Cloud Run job (Cloud Run jobs have IAM policies)."""
+        return gcp.cloudrunv2.JobIamMember(
+            self._child_name(f"target-{job.id}"),
+            gcp.cloudrunv2.JobIamMemberArgs(
+                project=target.project,
+                location=target.location,
+                name=target.resource_id,
+                role=role.name,
+                member=runtime_sa.member,
+            ),
+            opts=self._child_opts(),
+        )
 
     def _scheduler_job(
         self,

@@ -39,6 +39,10 @@ MAX_CONCURRENCY = 1000
 
 MANUAL_RUN_MODES = ("separate", "reject")
 
+# The subcollection of each run document holding its checkpoints and outputs
+# (`runledger.firestore_store.WORK_COLLECTION` in the handler); it gets a TTL policy too.
+WORK_COLLECTION = "runledger_work"
+
 # Service-account ids are 6-30 characters and the longest suffix we append is "-invoker";
 # with a 30-character project id the source bucket name stays within 63 characters.
 _PREFIX = re.compile(r"[a-z][a-z0-9-]{0,20}[a-z0-9]")
@@ -75,8 +79,44 @@ PROJECT_KEYS = frozenset(
     }
 )
 _JOB_KEYS = frozenset(
-    {"id", "schedule", "timeZone", "description", "attemptDeadline", "body", "contentType", "retry"}
+    {
+        "id",
+        "schedule",
+        "timeZone",
+        "description",
+        "attemptDeadline",
+        "body",
+        "contentType",
+        "retry",
+        "target",
+    }
 )
+# A proxy target names exactly one Google Cloud resource the handler starts per run.
+TARGET_KINDS = ("workflow", "cloudRunJob")
+_TARGET_KEYS = frozenset(TARGET_KINDS)
+# Project ids (not numbers: the grants are made in, and IAM conditions compare against,
+# the project id), regions, and the resource ids each API accepts: a workflow
+# id is 1-64 letters, digits, '-' or '_' starting with a letter and ending with a letter
+# or digit; a Cloud Run job name is 1-63 lowercase letters, digits or '-', starting
+# with a letter and not ending with '-'.
+_PROJECT_REF = r"(?P<project>[a-z][a-z0-9-]{4,28}[a-z0-9])"
+_LOCATION_REF = r"(?P<location>[a-z]+-[a-z]+\d+)"
+_TARGET_NAMES = {
+    "workflow": (
+        re.compile(
+            rf"projects/{_PROJECT_REF}/locations/{_LOCATION_REF}/workflows/"
+            r"(?P<id>[A-Za-z](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)"
+        ),
+        "projects/PROJECT_ID/locations/REGION/workflows/WORKFLOW",
+    ),
+    "cloudRunJob": (
+        re.compile(
+            rf"projects/{_PROJECT_REF}/locations/{_LOCATION_REF}/jobs/"
+            r"(?P<id>[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)"
+        ),
+        "projects/PROJECT_ID/locations/REGION/jobs/JOB",
+    ),
+}
 _RETRY_KEYS = frozenset(
     {"retryCount", "maxRetryDuration", "minBackoffDuration", "maxBackoffDuration", "maxDoublings"}
 )
@@ -114,6 +154,26 @@ class RetryConfig:
 
 
 @dataclass(frozen=True)
+class TargetConfig:
+    """A Google Cloud resource the handler starts once per run (a proxy target).
+
+    The handler learns which target a job uses only from its jobs module
+    (`runledger.targets.workflow_target` / `cloud_run_job_target`); this config
+    exists so the stack can grant the runtime account the right to start that one
+    resource and nothing else.
+
+    kind: "workflow" or "cloudRunJob" (the config key it was given under).
+    name: the full resource name, `projects/P/locations/L/workflows/W` or `.../jobs/J`.
+    """
+
+    kind: str
+    name: str
+    project: str
+    location: str
+    resource_id: str
+
+
+@dataclass(frozen=True)
 class JobConfig:
     """One Cloud Scheduler job; `id` is the short JOB_ID the handler dispatches on."""
 
@@ -125,20 +185,22 @@ class JobConfig:
     body: str | None
     content_type: str
     retry: RetryConfig
+    target: TargetConfig | None = None
 
     @property
     def retry_window_s(self) -> int:
         """Longest time from the first attempt of a run until its last attempt can end.
 
-        Retries stop after `retry_count` attempts or once `max_retry_duration` has
-        passed since the first attempt (0 means no time limit), whichever is first.
+        With both `retry_count` and `max_retry_duration` set, Cloud Scheduler retries
+        until both limits are reached, so the longer of the two bounds the window; a
+        retry that starts just before `max_retry_duration` may run a full deadline.
         """
         attempts_and_waits = self.attempt_deadline_s + sum(
             self.retry.backoff_s(i) + self.attempt_deadline_s for i in range(self.retry.retry_count)
         )
-        if self.retry.retry_count and self.retry.max_retry_duration_s:
+        if self.retry.max_retry_duration_s:
             by_duration = self.retry.max_retry_duration_s + self.attempt_deadline_s
-            return min(attempts_and_waits, by_duration)
+            return max(attempts_and_waits, by_duration)
         return attempts_and_waits
 
 
@@ -402,6 +464,33 @@ def _parse_retry(reader: _Reader, name: str) -> RetryConfig:
     return result
 
 
+def _parse_target(reader: _Reader, name: str) -> TargetConfig | None:
+    """`target: {workflow: ...}` or `target: {cloudRunJob: ...}`; None when absent."""
+    values = reader.structured(name, dict)
+    if values is None:
+        return None
+    target = _Reader(values, reader.key(name) + ".", _TARGET_KEYS)
+    given = [kind for kind in TARGET_KINDS if target.raw(kind) is not None]
+    if len(given) != 1:
+        problem = "both were given" if given else "neither was given"
+        raise ConfigError(
+            f"{reader.key(name)}: set exactly one of {' or '.join(TARGET_KINDS)} ({problem})"
+        )
+    (kind,) = given
+    pattern, shape = _TARGET_NAMES[kind]
+    resource = target.text(kind, None, re.compile(r".+", re.DOTALL), shape)
+    match = pattern.fullmatch(resource)
+    if match is None:
+        raise ConfigError(f"{target.key(kind)}: {resource!r} is not a resource name like {shape}")
+    return TargetConfig(
+        kind=kind,
+        name=resource,
+        project=match["project"],
+        location=match["location"],
+        resource_id=match["id"],
+    )
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -427,6 +516,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         body=job.optional_text("body"),
         content_type=job.optional_text("contentType") or "application/json",
         retry=_parse_retry(job, "retry"),
+        target=_parse_target(job, "target"),
     )
 
 
@@ -452,6 +542,19 @@ def _header(reader: _Reader, name: str, default: str) -> str:
     lowered = value.lower()
     if lowered.startswith("x-cloudscheduler") or lowered in _RESERVED_HEADERS:
         raise ConfigError(f"{reader.key(name)}: {value!r} is set by Cloud Scheduler itself")
+    return value
+
+
+def _collection(reader: _Reader) -> str:
+    value = reader.text(
+        "collection", "scheduler_runs", _COLLECTION, "a collection id (letters, digits, _ -)"
+    )
+    if value == WORK_COLLECTION:
+        # Both TTL policies would then configure the same collection group and field.
+        raise ConfigError(
+            f"{reader.key('collection')}: {value!r} is the handler's checkpoint/output "
+            "subcollection; choose another name for the run ledger"
+        )
     return value
 
 
@@ -518,9 +621,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         region=region,
         jobs=jobs,
         name_prefix=name_prefix,
-        collection=reader.text(
-            "collection", "scheduler_runs", _COLLECTION, "a collection id (letters, digits, _ -)"
-        ),
+        collection=_collection(reader),
         database=_parse_database(reader, region),
         request_timeout_s=request_timeout,
         max_instances=reader.integer("maxInstances", 3, 1, MAX_INSTANCES_LIMIT),

@@ -97,15 +97,22 @@ def test_backoff_doubles_then_grows_linearly_up_to_the_maximum() -> None:
     assert [retry.backoff_s(i) for i in range(8)] == [10, 20, 40, 80, 160, 240, 300, 300]
 
 
-def test_max_retry_duration_caps_the_retry_window() -> None:
-    config = parse_config(
+def test_retry_window_lasts_until_both_retry_limits_are_reached() -> None:
+    by_count = parse_config(
         with_job(
             attemptDeadline="60s",
             retry={"retryCount": 5, "minBackoffDuration": "600s", "maxRetryDuration": "15m"},
         )
     )
+    by_duration = parse_config(
+        with_job(
+            attemptDeadline="60s",
+            retry={"retryCount": 1, "minBackoffDuration": "10s", "maxRetryDuration": "2h"},
+        )
+    )
 
-    assert config.jobs[1].retry_window_s == 900 + 60
+    assert by_count.jobs[1].retry_window_s == 6 * 60 + 600 + 1200 + 2400 + 3600 + 3600
+    assert by_duration.jobs[1].retry_window_s == 7200 + 60
 
 
 def test_handler_env_carries_every_dedup_setting() -> None:

@@ -47,6 +47,11 @@ def only(resources: list[CapturedResource], type_: str) -> CapturedResource:
     return match
 
 
+def named(resources: list[CapturedResource], name: str) -> CapturedResource:
+    (match,) = [resource for resource in resources if resource.name == name]
+    return match
+
+
 def email(role: str) -> str:
     return f"dedup-{role}@{PROJECT}.iam.gserviceaccount.com"
 
@@ -93,7 +98,7 @@ def test_required_apis_are_enabled_and_left_on_at_destroy(resources) -> None:
 
 def test_firestore_database_and_ttl_policy(resources) -> None:
     database = only(resources, "gcp:firestore/database:Database")
-    ttl = only(resources, "gcp:firestore/field:Field")
+    ttl = named(resources, "dedup-ledger-ttl")
 
     assert database.inputs == {
         "project": PROJECT,
@@ -120,8 +125,8 @@ def test_reusing_the_default_database_creates_none(
     resources = run_program(make_stack(multi_job_config), "test")
 
     assert resources.of_type("gcp:firestore/database:Database") == []
-    ttl = only(resources, "gcp:firestore/field:Field")
-    assert ttl.inputs["database"] == "(default)"
+    for ttl in resources.of_type("gcp:firestore/field:Field"):
+        assert ttl.inputs["database"] == "(default)"
     grant = next(r for r in resources if r.name == "dedup-runtime-ledger-access")
     assert grant.inputs["condition"]["expression"] == (
         f'resource.name == "projects/{PROJECT}/databases/(default)"'
@@ -163,10 +168,10 @@ def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
     assert env["GOOGLE_CLOUD_PROJECT"] == PROJECT
     # Lease: the request timeout plus the default 60 s margin.
     assert int(env["DEDUP_LEASE_SECONDS"]) == timeout + 60
-    # Longest retry window: nightly-report, 600 s deadline, 3 retries after 30/60/120 s
-    # = 600 + 630 + 660 + 720 = 2610 s (its 2 h maxRetryDuration does not bind);
-    # plus the default one-day margin.
-    assert int(env["DEDUP_RETENTION_SECONDS"]) == 2610 + 86400
+    # Longest retry window: nightly-report retries until both limits are reached; its
+    # 3 retries end after 2610 s, its 2 h maxRetryDuration later: 7200 + one 600 s
+    # deadline; plus the default one-day margin.
+    assert int(env["DEDUP_RETENTION_SECONDS"]) == 7200 + 600 + 86400
 
 
 def test_one_scheduler_job_per_configured_job(resources) -> None:
