@@ -47,9 +47,10 @@ OBSERVABILITY_ROLES = (
     "roles/cloudtrace.agent",
 )
 
-# Project-wide roles allowed only with an IAM condition narrowing them, e.g.
-# reading the staging bucket Cloud Run functions copies sources into.
-CONDITIONAL_ROLES = ("roles/storage.objectViewer",)
+# Project-wide roles allowed only with an IAM condition narrowing them: reading the
+# staging bucket Cloud Run functions copies sources into, and starting one workflow
+# (Workflows roles can only be granted on the project).
+CONDITIONAL_ROLES = ("roles/storage.objectViewer", "roles/workflows.invoker")
 
 
 def _no_primitive_roles(args: ResourceValidationArgs, report: ReportViolation) -> None:
