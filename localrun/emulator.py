@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from localrun.process import ServiceProcess, spawn
 
 EMULATOR_MAIN = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
 JAR_RELATIVE = Path("platform/cloud-firestore-emulator/cloud-firestore-emulator.jar")
@@ -62,13 +62,11 @@ def find_emulator_jar() -> Path:
 
 
 @dataclass
-class FirestoreEmulator:
+class FirestoreEmulator(ServiceProcess):
     """One running emulator process; use as a context manager or call stop()."""
 
-    host: str
-    project: str
-    process: subprocess.Popen[bytes] = field(repr=False)
-    log_path: Path = field(repr=False)
+    host: str = ""
+    project: str = ""
 
     @property
     def base_url(self) -> str:
@@ -81,27 +79,9 @@ class FirestoreEmulator:
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
 
-    def is_running(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-
     def env(self) -> dict[str, str]:
         """Variables that point the Firestore client library at this emulator."""
         return {"FIRESTORE_EMULATOR_HOST": self.host, "GOOGLE_CLOUD_PROJECT": self.project}
-
-    def __enter__(self) -> FirestoreEmulator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def _wait_ready(host: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:
@@ -126,20 +106,14 @@ def start_emulator(
     jar = find_emulator_jar()
     port = port or free_port()
     host = f"127.0.0.1:{port}"
-    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - outlives this function
-        prefix="firestore-emulator-", suffix=".log", delete=False
-    )
-    process = subprocess.Popen(
+    process, log_path = spawn(
         ["java", "-cp", str(jar), EMULATOR_MAIN, "start", "--host=127.0.0.1", f"--port={port}"],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+        "firestore-emulator-",
     )
-    log_file.close()
-    emulator = FirestoreEmulator(host, project, process, Path(log_file.name))
+    emulator = FirestoreEmulator(process, log_path, host=host, project=project)
     if not _wait_ready(host, process, ready_timeout_s):
         emulator.stop()
-        tail = Path(log_file.name).read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"Firestore emulator did not become ready on {host}:\n{tail}")
+        raise RuntimeError(
+            f"Firestore emulator did not become ready on {host}:\n{emulator.log()[-2000:]}"
+        )
     return emulator

@@ -8,51 +8,25 @@ fault tests talk to is the code `pulumi up` deploys.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from localrun.emulator import free_port
+from localrun.process import ServiceProcess, spawn
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLER_DIR = REPO_ROOT / "handler"
 
 
 @dataclass
-class HandlerServer:
-    url: str
-    process: subprocess.Popen[bytes] = field(repr=False)
-    log_path: Path = field(repr=False)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL the whole process group: a crash, with no chance to clean up."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def __enter__(self) -> HandlerServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+class HandlerServer(ServiceProcess):
+    url: str = ""
 
 
 def _wait_listening(url: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:
@@ -98,19 +72,8 @@ def start_handler(
         "--host=127.0.0.1",
         f"--port={port}",
     ]
-    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - outlives this function
-        prefix="handler-", suffix=".log", delete=False
-    )
-    process = subprocess.Popen(
-        command,
-        env=child_env,
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    log_file.close()
-    server = HandlerServer(f"http://127.0.0.1:{port}/", process, Path(log_file.name))
+    process, log_path = spawn(command, "handler-", child_env)
+    server = HandlerServer(process, log_path, url=f"http://127.0.0.1:{port}/")
     if not _wait_listening(server.url, process, ready_timeout_s):
         server.kill()
         raise RuntimeError(f"handler did not start on {server.url}:\n{server.log()[-3000:]}")
