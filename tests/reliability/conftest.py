@@ -1,0 +1,67 @@
+"""Fixtures for the reliability suite: real handler processes that are always reaped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from localrun.emulator import FirestoreEmulator
+from localrun.handler_server import HandlerServer, start_handler
+from runledger.firestore_store import FirestoreRunStore
+from runledger.memory_store import MemoryRunStore
+from runledger.store import RunStore
+
+
+class Servers:
+    """Starts handler processes for one test and kills every one of them afterwards."""
+
+    def __init__(self) -> None:
+        self.started: list[HandlerServer] = []
+
+    def start(self, env: Mapping[str, str]) -> HandlerServer:
+        server = start_handler(env, ready_timeout_s=60)
+        self.started.append(server)
+        return server
+
+    def reap(self) -> None:
+        for server in self.started:
+            server.kill()
+
+
+@pytest.fixture
+def servers() -> Iterator[Servers]:
+    pool = Servers()
+    try:
+        yield pool
+    finally:
+        pool.reap()
+
+
+@pytest.fixture
+def clean_emulator(firestore_emulator: FirestoreEmulator) -> FirestoreEmulator:
+    """The session emulator, emptied, for tests that do not stop it."""
+    firestore_emulator.clear()
+    return firestore_emulator
+
+
+@pytest.fixture
+def fault_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "faults"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def rel_firestore_store(firestore_db) -> FirestoreRunStore:
+    """A Firestore RunStore on the emptied session emulator."""
+    return FirestoreRunStore(firestore_db, "rel_runs")
+
+
+@pytest.fixture(params=["memory", "firestore"])
+def base_store(request: pytest.FixtureRequest) -> RunStore:
+    """In-process fault tests run on the memory store and on the real emulator."""
+    if request.param == "memory":
+        return MemoryRunStore()
+    return request.getfixturevalue("rel_firestore_store")
