@@ -8,14 +8,55 @@ delivery whose work ends sooner pays no renewal RPC at all.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from runledger.exceptions import LeaseLost, StoreUnavailable
 from runledger.ledger import Claim, Ledger
 
 R = TypeVar("R")
+# Renewals that may be in flight at once; more wait their turn for a worker.
+_RENEWAL_WORKERS = 4
+
+
+class _RenewalScheduler:
+    """One timer thread per process hands due renewals to a few reused workers.
+
+    Starting a thread for every delivery costs as much as a Firestore RPC on a
+    busy instance, on the hot path of every run; renewals are rare (only work
+    that outlasts a third of the lease has any), so they share these threads.
+    """
+
+    def __init__(self) -> None:
+        self._wakeup = threading.Condition()
+        self._due: list[tuple[float, int, LeaseKeeper]] = []
+        self._order = itertools.count()
+        self._timer: threading.Thread | None = None
+        self._workers = ThreadPoolExecutor(_RENEWAL_WORKERS, "lease-renewal")
+
+    def after(self, delay_s: float, keeper: LeaseKeeper) -> None:
+        with self._wakeup:
+            heapq.heappush(self._due, (time.monotonic() + delay_s, next(self._order), keeper))
+            if self._timer is None:
+                self._timer = threading.Thread(target=self._run, name="lease-timer", daemon=True)
+                self._timer.start()
+            self._wakeup.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wakeup:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._wakeup.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                keeper = heapq.heappop(self._due)[2]
+            self._workers.submit(keeper._renew_on_schedule)
+
+
+_SCHEDULER = _RenewalScheduler()
 
 
 class LeaseKeeper:
@@ -28,8 +69,7 @@ class LeaseKeeper:
         # A renewal failed with its outcome unknown: it may have landed and moved
         # the run's version, so re-read before the next fenced write.
         self._unsure = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     @property
     def claim(self) -> Claim:
@@ -41,18 +81,21 @@ class LeaseKeeper:
         with self._lock:
             return self._lost_reason is None and self._ledger.now() < self._claim.lease_expires
 
+    @property
+    def _interval_s(self) -> float:
+        return self._ledger.lease.total_seconds() / 3
+
     def start(self) -> None:
-        interval_s = self._ledger.lease.total_seconds() / 3
-        self._thread = threading.Thread(
-            target=self._run, args=(interval_s,), name="lease-renewal", daemon=True
-        )
-        self._thread.start()
+        _SCHEDULER.after(self._interval_s, self)
+
+    def halt(self) -> None:
+        """Renew no more; a renewal under way finishes first."""
+        with self._lock:
+            self._stopped = True
 
     def stop(self) -> Claim:
         """Stop renewing and return the latest claim, for the final fenced write."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self.halt()
         with self._lock:
             if self._unsure and self._lost_reason is None:
                 # On failure the final fenced write finds out and answers for it.
@@ -63,7 +106,7 @@ class LeaseKeeper:
     def renew_now(self) -> None:
         """Renew once; a renewal that finds the run taken over marks the lease lost."""
         with self._lock:
-            if self._lost_reason is not None:
+            if self._lost_reason is not None or self._stopped:
                 return
             try:
                 if self._unsure:
@@ -114,8 +157,9 @@ class LeaseKeeper:
         self._claim = self._ledger.resync(self._claim)
         self._unsure = False
 
-    def _run(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
-            self.renew_now()
-            if self._lost_reason is not None:
+    def _renew_on_schedule(self) -> None:
+        self.renew_now()
+        with self._lock:
+            if self._stopped or self._lost_reason is not None:
                 return
+        _SCHEDULER.after(self._interval_s, self)

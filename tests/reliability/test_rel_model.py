@@ -92,10 +92,8 @@ class TrackingKeeper(LeaseKeeper):
         super().start()
 
     def die(self) -> None:
-        """A dead process renews nothing and writes nothing: just stop the thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        """A dead process renews nothing and writes nothing: just stop renewing."""
+        self.halt()
 
 
 class Skewed:
@@ -312,7 +310,7 @@ class LedgerModel(RuleBasedStateMachine):
     @invariant()
     def no_renewal_outlives_its_delivery(self) -> None:
         for keeper in TrackingKeeper.made:
-            assert keeper._stop.is_set(), "a finished delivery left its renewal running"
+            assert keeper._stopped, "a finished delivery left its renewal running"
 
 
 def _key_of(app: App, headers: list[tuple[str, str]]) -> str:

@@ -1,0 +1,83 @@
+"""Background renewal: leases of running work are renewed, on shared threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from runledger.lease import LeaseKeeper
+from runledger.ledger import Ledger, RunIdentity
+from runledger.memory_store import MemoryRunStore
+from tests.handler.support import T0, sequential_ids
+
+LEASE = timedelta(seconds=0.3)
+
+
+def run(key: str) -> RunIdentity:
+    return RunIdentity(key, "nightly-report", T0, "acme-prod", "europe-west1", manual=False)
+
+
+def real_time_ledger(store: MemoryRunStore) -> Ledger:
+    return Ledger(
+        store,
+        lease=LEASE,
+        retention=timedelta(days=1),
+        clock=lambda: datetime.now(UTC),
+        new_attempt_id=sequential_ids(),
+    )
+
+
+def wait_until(condition, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_running_work_keeps_its_lease_and_stop_ends_renewal():
+    store = MemoryRunStore()
+    ledger = real_time_ledger(store)
+    claim = ledger.claim(run("k1"))
+    keeper = LeaseKeeper(ledger, claim, on_lost=print)
+    keeper.start()
+    assert wait_until(lambda: store.get("k1").record.lease_expires > claim.lease_expires)
+    assert wait_until(lambda: datetime.now(UTC) > claim.lease_expires + LEASE)
+    assert keeper.held()
+    final = keeper.stop()
+    assert final.version == store.get("k1").version
+    time.sleep(LEASE.total_seconds())
+    assert store.get("k1").version == final.version
+    ledger.complete(final)
+
+
+def test_a_takeover_seen_by_renewal_marks_the_lease_lost():
+    store = MemoryRunStore()
+    ledger = real_time_ledger(store)
+    claim = ledger.claim(run("k1"))
+    lost: list[str] = []
+    keeper = LeaseKeeper(ledger, claim, on_lost=lost.append)
+    store.update("k1", {"attempt_id": "someone-else"}, claim.version)
+    keeper.start()
+    assert wait_until(lambda: bool(lost))
+    assert not keeper.held()
+    keeper.stop()
+
+
+def test_many_leases_share_a_few_renewal_threads():
+    store = MemoryRunStore()
+    ledger = real_time_ledger(store)
+    claims = [ledger.claim(run(f"k{i}")) for i in range(40)]
+    keepers = [LeaseKeeper(ledger, claim, on_lost=print) for claim in claims]
+    for keeper in keepers:
+        keeper.start()
+    renewed = wait_until(
+        lambda: all(k.claim.version != c.version for k, c in zip(keepers, claims, strict=True))
+    )
+    renewal_threads = [t for t in threading.enumerate() if t.name.startswith("lease-")]
+    for keeper in keepers:
+        keeper.stop()
+    assert renewed
+    assert len(renewal_threads) <= 5
