@@ -6,7 +6,7 @@ reuse the whole unit by constructing `DedupSchedule` with its own config.
 
 Security model, each grant on the narrowest resource that works:
 
-* runtime account: only document get/create/update/delete, in the one ledger database;
+* runtime account: only document get/create/update, in the one ledger database;
   plus, per job with a proxy `target`, the right to start that one workflow
   (`roles/workflows.invoker`) or run that one Cloud Run job (`run.jobs.run` and
   `run.jobs.runWithOverrides`), and nothing for jobs without one;
@@ -45,14 +45,15 @@ REQUIRED_APIS = (
     "storage.googleapis.com",
 )
 
-# Exactly the Firestore permissions the handler's RunStore uses: get (read a run),
-# create (claim with exists=false), update (update_time-guarded completion) and
-# delete (update_time-guarded release). It never lists, queries or opens a
-# transaction, so datastore.entities.list and datastore.databases.get are left out;
-# roles/datastore.user would add those and index/statistics access on every database.
+# Exactly the Firestore permissions the handler uses: get (read a run or its
+# checkpoints), create (claim with exists=false, once-only checkpoints and outputs)
+# and update (update_time-guarded renewal, completion and release). It never deletes
+# (a release is an update to `released`; only operators delete), lists, queries or
+# opens a transaction, so datastore.entities.delete/list and datastore.databases.get
+# are left out; roles/datastore.user would add those and index/statistics access on
+# every database.
 LEDGER_PERMISSIONS = (
     "datastore.entities.create",
-    "datastore.entities.delete",
     "datastore.entities.get",
     "datastore.entities.update",
 )
@@ -282,7 +283,7 @@ class DedupSchedule(pulumi.ComponentResource):
         granted on the project. Firestore does evaluate IAM Conditions on
         `resource.name` of the database, so a project-level grant conditioned on
         `projects/P/databases/D` is the narrowest binding available. The role is a
-        custom role holding only the four document permissions the handler uses,
+        custom role holding only the three document permissions the handler uses,
         since every predefined Firestore role also grants listing and more.
         """
         cfg = self._cfg

@@ -330,7 +330,6 @@ def test_runtime_role_allows_only_document_reads_and_writes(resources) -> None:
 
     assert sorted(role.inputs["permissions"]) == [
         "datastore.entities.create",
-        "datastore.entities.delete",
         "datastore.entities.get",
         "datastore.entities.update",
     ]
