@@ -161,17 +161,7 @@ class App:
             log_line("WARNING", "lease lost while the job runs", run_key=run.key, reason=reason)
 
         keeper = LeaseKeeper(self.ledger, claim, on_lost)
-        context = RunContext(
-            run_id=run.key,
-            job_name=run.job,
-            schedule_time=run.schedule_time,
-            attempt_id=claim.attempt_id,
-            project=run.project,
-            region=run.region,
-            manual=run.manual,
-            body=body,
-            _lease=keeper,
-        )
+        context = RunContext.for_attempt(run, keeper, body)
         keeper.start()
         try:
             self.jobs[run.job](context)

@@ -6,12 +6,15 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runledger.exceptions import LeaseLost
 from runledger.lease import LeaseKeeper
 from runledger.work import RunWork
 from runledger.workitem import WorkItem
+
+if TYPE_CHECKING:
+    from runledger.ledger import RunIdentity
 
 T = TypeVar("T")
 # Guards the lazy creation of a context's RunWork: jobs may use threads, and
@@ -32,6 +35,25 @@ class RunContext:
     manual: bool
     body: bytes
     _lease: LeaseKeeper = field(repr=False)
+
+    @classmethod
+    def for_attempt(cls, run: RunIdentity, keeper: LeaseKeeper, body: bytes) -> RunContext:
+        """The context of the attempt whose claim on `run` `keeper` holds.
+
+        The one mapping from a claimed run to what its job sees, for the handler
+        and for anything that drives an attempt the way the handler does.
+        """
+        return cls(
+            run_id=run.key,
+            job_name=run.job,
+            schedule_time=run.schedule_time,
+            attempt_id=keeper.claim.attempt_id,
+            project=run.project,
+            region=run.region,
+            manual=run.manual,
+            body=body,
+            _lease=keeper,
+        )
 
     def lease_held(self) -> bool:
         return self._lease.held()

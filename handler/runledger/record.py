@@ -6,11 +6,13 @@ targets `expire_at`, and other tools read the same documents.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+from runledger.document import Document
 
 
 class Status(StrEnum):
@@ -25,7 +27,9 @@ FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED})
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Document):
+    ENUM_FIELDS: ClassVar[Mapping[str, type[StrEnum]]] = {"status": Status}
+
     status: Status
     attempt_id: str
     lease_expires: datetime
@@ -39,18 +43,6 @@ class RunRecord:
     claimed_at: datetime
     finished_at: datetime | None = None
     error: str | None = None
-
-    def to_document(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["status"] = self.status.value
-        return data
-
-    @classmethod
-    def from_document(cls, data: dict[str, Any]) -> RunRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in names}
-        values["status"] = Status(values["status"])
-        return cls(**values)
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

@@ -8,12 +8,14 @@ removes the run removes its work.
 
 from __future__ import annotations
 
-import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+from runledger.document import Document
 
 # Names become part of a Firestore document id; keep them short and plain.
 ITEM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -35,7 +37,9 @@ def item_id(kind: WorkKind, name: str) -> str:
 
 
 @dataclass(frozen=True)
-class WorkItem:
+class WorkItem(Document):
+    ENUM_FIELDS: ClassVar[Mapping[str, type[StrEnum]]] = {"kind": WorkKind}
+
     kind: WorkKind
     name: str
     value: Any
@@ -48,18 +52,6 @@ class WorkItem:
     @property
     def id(self) -> str:
         return item_id(self.kind, self.name)
-
-    def to_document(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["kind"] = self.kind.value
-        return data
-
-    @classmethod
-    def from_document(cls, data: dict[str, Any]) -> WorkItem:
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {key: value for key, value in data.items() if key in names}
-        values["kind"] = WorkKind(values["kind"])
-        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ stack does not control, or a handler that would refuse the job's calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from pulumi_policy import (
@@ -32,6 +33,17 @@ from dedup_policies.stack_view import Handler, Job
 from dedup_policies.unknowns import Deferred
 
 TTL_FIELD = "expire_at"
+
+
+def _each_dedup_handler(view: stack_view.StackView, check: Callable[[Handler], None]) -> None:
+    """Run `check` on every dedup handler of the stack, each one deferred on its own.
+
+    A value unknown during a preview then stops only the check that read it: the
+    other handlers are still checked and their violations still reported.
+    """
+    with Deferred() as later:
+        for handler in view.dedup_handlers():
+            later.run(check, handler)
 
 
 def _check_target(job: Job, report: ReportViolation) -> None:
@@ -120,9 +132,7 @@ def _check_lease(handler: Handler, report: ReportViolation) -> None:
 
 
 def _lease_covers_timeout(args: StackValidationArgs, report: ReportViolation) -> None:
-    with Deferred() as later:
-        for handler in stack_view.build(args.resources).dedup_handlers():
-            later.run(_check_lease, handler, report)
+    _each_dedup_handler(stack_view.build(args.resources), partial(_check_lease, report=report))
 
 
 lease_covers_timeout = StackValidationPolicy(
@@ -165,9 +175,7 @@ def _check_retention(view: stack_view.StackView, handler: Handler, report: Repor
 
 def _retention_covers_retries(args: StackValidationArgs, report: ReportViolation) -> None:
     view = stack_view.build(args.resources)
-    with Deferred() as later:
-        for handler in view.dedup_handlers():
-            later.run(_check_retention, view, handler, report)
+    _each_dedup_handler(view, partial(_check_retention, view, report=report))
 
 
 retention_covers_retries = StackValidationPolicy(
@@ -210,9 +218,7 @@ def _check_ttl(args: StackValidationArgs, handler: Handler, report: ReportViolat
 
 
 def _ttl_policy(args: StackValidationArgs, report: ReportViolation) -> None:
-    with Deferred() as later:
-        for handler in stack_view.build(args.resources).dedup_handlers():
-            later.run(_check_ttl, args, handler, report)
+    _each_dedup_handler(stack_view.build(args.resources), partial(_check_ttl, args, report=report))
 
 
 ttl_policy = StackValidationPolicy(
@@ -238,9 +244,9 @@ def _check_ttl_index(args: StackValidationArgs, handler: Handler, report: Report
 
 
 def _ttl_field_not_indexed(args: StackValidationArgs, report: ReportViolation) -> None:
-    with Deferred() as later:
-        for handler in stack_view.build(args.resources).dedup_handlers():
-            later.run(_check_ttl_index, args, handler, report)
+    _each_dedup_handler(
+        stack_view.build(args.resources), partial(_check_ttl_index, args, report=report)
+    )
 
 
 ttl_field_not_indexed = StackValidationPolicy(

@@ -1,4 +1,9 @@
-"""Test doubles for time and IDs, and a factory for apps on a given store."""
+"""Test doubles for time and IDs, and factories for apps, ledgers and records on a given store.
+
+The handler tests and the work tests (checkpoints, outputs, ops) build the same
+ledger, records and deliveries; they come from here so the lease, retention and
+default delivery every test assumes are stated once.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,20 @@ import itertools
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from runledger.app import App
+from runledger.app import App, Response
 from runledger.config import Settings
+from runledger.delivery import identify_run
 from runledger.jobs import JobFn
+from runledger.ledger import MAX_CLOCK_SKEW, Ledger
+from runledger.record import RunRecord, Status
 from runledger.store import RunStore
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
+# The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).
+LEASE = timedelta(minutes=5)
+RETENTION = timedelta(days=1)
 
 
 class FakeClock:
@@ -43,7 +55,10 @@ def sequential_ids(prefix: str = "attempt") -> Callable[[], str]:
 
 
 def settings(**env: str) -> Settings:
-    base = {"DEDUP_LEASE_SECONDS": "300", "DEDUP_RETENTION_SECONDS": "86400"}
+    base = {
+        "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
+        "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
+    }
     return Settings.from_env(base | env)
 
 
@@ -70,3 +85,106 @@ def scheduler_headers(
         ("X-Dedup-Region", region),
     ]
     return headers + [(name.replace("_", "-"), value) for name, value in extra.items()]
+
+
+def deliver(
+    app: App,
+    headers: list[tuple[str, str]] | None = None,
+    method: str = "POST",
+    body: bytes = b"",
+) -> Response:
+    """One delivery to the app, by default the Scheduler's call of `scheduler_headers()`."""
+    return app.handle(method, scheduler_headers() if headers is None else headers, body)
+
+
+def default_run_key(app: App) -> str:
+    """The run key the app gives the default delivery (`scheduler_headers()`) right now."""
+    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
+
+
+def make_ledger(
+    store: RunStore,
+    clock: Callable[[], datetime],
+    *,
+    lease: timedelta = LEASE,
+    new_attempt_id: Callable[[], str] | None = None,
+) -> Ledger:
+    """A ledger as the test app builds one: LEASE, RETENTION, attempts numbered from 1."""
+    return Ledger(
+        store,
+        lease=lease,
+        retention=RETENTION,
+        clock=clock,
+        new_attempt_id=new_attempt_id or sequential_ids(),
+    )
+
+
+def run_record(
+    attempt_id: str = "a1", status: Status = Status.IN_PROGRESS, **fields: Any
+) -> RunRecord:
+    """A valid record of the default run claimed at T0; `fields` override any other field."""
+    values: dict[str, Any] = {
+        "lease_expires": T0 + LEASE,
+        "expire_at": T0 + RETENTION,
+        "job": "nightly-report",
+        "schedule_time": T0,
+        "project": "acme-prod",
+        "region": "europe-west1",
+        "manual": False,
+        "attempts": 1,
+        "claimed_at": T0,
+    }
+    return RunRecord(status=status, attempt_id=attempt_id, **(values | fields))
+
+
+class Takeover:
+    """A job's first attempt stalls past its lease while a retry takes the run over.
+
+    The job calls `hold(ctx)` where it should stall; `run_until_late_answer` then
+    drives the two deliveries so that the late attempt answers while the newer one
+    is still inside its work, and `finish` lets the newer one complete. What each
+    test checks in between (the ledger record, the work items) stays in the test.
+    """
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.stalled, self.resume, self.takeover_inside, self.takeover_done = (
+            threading.Event() for _ in range(4)
+        )
+        self.answers: dict[str, Response] = {}
+        self._newer: threading.Thread | None = None
+
+    def hold(self, ctx: Any) -> bool:
+        """Stall the first attempt until released; hold the newer one inside its work.
+
+        Returns whether `ctx` is the first (stalled, by then late) attempt.
+        """
+        if ctx.attempt_id == "attempt-1":
+            self.stalled.set()
+            self.resume.wait(10)
+            return True
+        self.takeover_inside.set()
+        self.takeover_done.wait(10)
+        return False
+
+    def run_until_late_answer(self, app: App) -> Response:
+        """Deliver, let the lease run out, deliver again, then let the late attempt answer."""
+        first = threading.Thread(target=lambda: self.answers.setdefault("late", deliver(app)))
+        first.start()
+        assert self.stalled.wait(10)
+        self.clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
+        self._newer = threading.Thread(
+            target=lambda: self.answers.setdefault("newer", deliver(app))
+        )
+        self._newer.start()
+        assert self.takeover_inside.wait(10)
+        self.resume.set()
+        first.join(10)
+        return self.answers["late"]
+
+    def finish(self) -> Response:
+        """Let the newer attempt end its work and return its answer."""
+        assert self._newer is not None, "call run_until_late_answer first"
+        self.takeover_done.set()
+        self._newer.join(10)
+        return self.answers["newer"]

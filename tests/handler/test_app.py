@@ -16,7 +16,14 @@ from runledger.exceptions import TerminalJobError
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
-from tests.handler.support import FakeClock, make_app, scheduler_headers
+from tests.handler.support import (
+    FakeClock,
+    Takeover,
+    default_run_key,
+    deliver,
+    make_app,
+    scheduler_headers,
+)
 
 JOB = "nightly-report"
 
@@ -41,16 +48,8 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def deliver(app, headers=None, method="POST", body=b""):
-    return app.handle(method, scheduler_headers() if headers is None else headers, body)
-
-
-def run_key(app) -> str:
-    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
-
-
 def stored(firestore_store, app):
-    found = firestore_store.get(run_key(app))
+    found = firestore_store.get(default_run_key(app))
     return None if found is None else found.record
 
 
@@ -168,33 +167,17 @@ def test_crash_after_claim_is_reclaimed_once_the_lease_runs_out(firestore_store,
 
 def test_attempt_that_lost_its_lease_cannot_overwrite_the_newer_attempt(firestore_store, clock):
     """The first attempt stalls past its lease; a retry takes over and is still running."""
-    stalled, resume, takeover_inside, takeover_done = (threading.Event() for _ in range(4))
-    answers = {}
+    takeover = Takeover(clock)
 
     def job(ctx) -> None:
-        if ctx.attempt_id == "attempt-1":
-            stalled.set()
-            resume.wait(10)
-        else:
-            takeover_inside.set()
-            takeover_done.wait(10)
+        takeover.hold(ctx)
 
     app = make_app(firestore_store, {JOB: job}, clock)
-    first = threading.Thread(target=lambda: answers.setdefault("late", deliver(app)))
-    first.start()
-    assert stalled.wait(10)
-    clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
-    second = threading.Thread(target=lambda: answers.setdefault("newer", deliver(app)))
-    second.start()
-    assert takeover_inside.wait(10)
-    resume.set()
-    first.join(10)
-    assert (answers["late"].status, answers["late"].outcome) == (409, "lease_lost")
+    late = takeover.run_until_late_answer(app)
+    assert (late.status, late.outcome) == (409, "lease_lost")
     record = stored(firestore_store, app)
     assert (record.status, record.attempt_id) == (Status.IN_PROGRESS, "attempt-2")
-    takeover_done.set()
-    second.join(10)
-    assert answers["newer"].status == 200
+    assert takeover.finish().status == 200
     assert stored(firestore_store, app).attempt_id == "attempt-2"
 
 
@@ -218,7 +201,7 @@ def test_context_carries_the_run_identity_and_body(firestore_store, clock):
     app = make_app(firestore_store, {JOB: seen.append}, clock)
     deliver(app, body=b'{"ledger": "eu"}')
     ctx = seen[0]
-    assert ctx.run_id == run_key(app)
+    assert ctx.run_id == default_run_key(app)
     assert (ctx.job_name, ctx.project, ctx.region, ctx.manual) == (
         JOB,
         "acme-prod",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from runledger.lease import LeaseKeeper
 from runledger.ledger import Ledger, RunIdentity
 from runledger.memory_store import MemoryRunStore
-from tests.handler.support import T0, sequential_ids
+from tests.handler.support import T0, make_ledger
 
 LEASE = timedelta(seconds=0.3)
 
@@ -19,13 +19,7 @@ def run(key: str) -> RunIdentity:
 
 
 def real_time_ledger(store: MemoryRunStore) -> Ledger:
-    return Ledger(
-        store,
-        lease=LEASE,
-        retention=timedelta(days=1),
-        clock=lambda: datetime.now(UTC),
-        new_attempt_id=sequential_ids(),
-    )
+    return make_ledger(store, lambda: datetime.now(UTC), lease=LEASE)
 
 
 def wait_until(condition, timeout_s: float = 5.0) -> bool:

@@ -9,9 +9,8 @@ import pytest
 from runledger.exceptions import LeaseLost
 from runledger.ledger import MAX_CLOCK_SKEW, Claim, Duplicate, Ledger, RunIdentity
 from runledger.record import Status
-from tests.handler.support import T0, FakeClock, sequential_ids
+from tests.handler.support import LEASE, T0, FakeClock, make_ledger
 
-LEASE = timedelta(minutes=5)
 RUN = RunIdentity(
     key="run-1",
     job="nightly-report",
@@ -29,13 +28,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def ledger(store, clock) -> Ledger:
-    return Ledger(
-        store,
-        lease=LEASE,
-        retention=timedelta(days=1),
-        clock=clock,
-        new_attempt_id=sequential_ids(),
-    )
+    return make_ledger(store, clock)
 
 
 def test_first_claim_writes_an_in_progress_record(ledger, store, clock):
@@ -135,13 +128,7 @@ def test_record_past_expire_at_counts_as_absent(ledger, store, clock):
 
 def test_lost_answer_to_our_own_create_still_yields_the_claim(store, clock):
     """A create retried after its first try landed must not look like a duplicate."""
-    ledger = Ledger(
-        store,
-        lease=LEASE,
-        retention=timedelta(days=1),
-        clock=clock,
-        new_attempt_id=lambda: "same-attempt",
-    )
+    ledger = make_ledger(store, clock, new_attempt_id=lambda: "same-attempt")
     ledger.claim(RUN)
     again = ledger.claim(RUN)
     assert isinstance(again, Claim)

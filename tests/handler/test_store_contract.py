@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.record import RunRecord, Status
-from tests.handler.support import T0
-
-
-def record(attempt_id: str = "a1", status: Status = Status.IN_PROGRESS) -> RunRecord:
-    return RunRecord(
-        status=status,
-        attempt_id=attempt_id,
-        lease_expires=T0 + timedelta(minutes=5),
-        expire_at=T0 + timedelta(days=1),
-        job="nightly-report",
-        schedule_time=T0,
-        project="acme-prod",
-        region="europe-west1",
-        manual=False,
-        attempts=1,
-        claimed_at=T0,
-    )
+from runledger.record import Status
+from tests.handler.support import run_record as record
 
 
 def test_create_then_get_round_trips_every_field(store):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import yaml
 
 from dedup_schedule.config import PROJECT_KEYS
 from offline.mockrun import run_program
+from tests.clitools import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,14 +130,7 @@ for prefix in ("billing", "reports"):
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "offline.plan", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_module("offline.plan", *args, timeout_s=120)
 
 
 def test_plan_prints_resources_settings_and_outputs(

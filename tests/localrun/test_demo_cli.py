@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from localrun.demo_stack import StackError, load_stack
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.clitools import run_module
 
 
 def _demo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "localrun.demo", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("localrun.demo", *args, timeout_s=60)
 
 
 def test_unknown_stack_is_one_error_line_and_exit_2() -> None:

@@ -9,24 +9,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.clitools import run_module
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_PARTS = ("Pulumi.yaml", "Pulumi.example.yaml", "infra", "handler")
 
 
 def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "offline.policy_check", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    return run_module("offline.policy_check", *args, timeout_s=240)
 
 
 @pytest.fixture
@@ -44,6 +38,20 @@ def template(tmp_path: Path) -> Path:
     return project
 
 
+def add_resource(template: Path, declaration: str) -> None:
+    """Append one `pulumi_gcp` resource to the copied program, as a user editing it would."""
+    program = template / "infra" / "__main__.py"
+    program.write_text(program.read_text() + "\nimport pulumi_gcp as gcp\n" + declaration + "\n")
+
+
+def public_invoker(member: str) -> str:
+    """A grant letting `member` invoke the handler: what run-no-public-invoker must refuse."""
+    return (
+        "gcp.cloudrunv2.ServiceIamMember('wide-open', name='dedup-handler', "
+        f"location='europe-west1', role='roles/run.invoker', member='{member}')"
+    )
+
+
 def test_repo_example_stack_passes() -> None:
     result = policy_check("--dir", str(REPO_ROOT), "--stack", "example")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -52,13 +60,7 @@ def test_repo_example_stack_passes() -> None:
 
 
 def test_copied_template_with_a_public_invoker_fails(template: Path) -> None:
-    program = template / "infra" / "__main__.py"
-    program.write_text(
-        program.read_text()
-        + "\nimport pulumi_gcp as gcp\n"
-        + "gcp.cloudrunv2.ServiceIamMember('wide-open', name='dedup-handler', "
-        + "location='europe-west1', role='roles/run.invoker', member='allUsers')\n"
-    )
+    add_resource(template, public_invoker("allUsers"))
     result = policy_check("--dir", str(template), "--stack", "example")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[mandatory] run-no-public-invoker: urn:pulumi:example::" in result.stdout
@@ -87,11 +89,9 @@ def test_copied_template_new_stack_and_policy_config(template: Path) -> None:
 def test_advisory_only_exits_zero(template: Path) -> None:
     config = template / "policy-config.json"
     config.write_text(json.dumps({"all": "advisory"}))
-    program = template / "infra" / "__main__.py"
-    program.write_text(
-        program.read_text()
-        + "\nimport pulumi_gcp as gcp\n"
-        + "gcp.projects.IAMMember('viewer', project='p', role='roles/viewer', member='user:a@b')\n"
+    add_resource(
+        template,
+        "gcp.projects.IAMMember('viewer', project='p', role='roles/viewer', member='user:a@b')",
     )
     result = policy_check(
         "--dir", str(template), "--stack", "example", "--policy-pack-config", str(config)
@@ -137,13 +137,7 @@ def test_first_preview_of_the_example_has_no_mandatory_violation() -> None:
 
 
 def test_first_preview_still_catches_a_public_invoker(template: Path) -> None:
-    program = template / "infra" / "__main__.py"
-    program.write_text(
-        program.read_text()
-        + "\nimport pulumi_gcp as gcp\n"
-        + "gcp.cloudrunv2.ServiceIamMember('wide-open', name='dedup-handler', "
-        + "location='europe-west1', role='roles/run.invoker', member='allAuthenticatedUsers')\n"
-    )
+    add_resource(template, public_invoker("allAuthenticatedUsers"))
     result = policy_check("--dir", str(template), "--stack", "example", "--preview")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[mandatory] run-no-public-invoker" in result.stdout

@@ -36,6 +36,12 @@ class TcpLink:
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-link", daemon=True)
         self._thread.start()
 
+    @classmethod
+    def in_front_of(cls, address: str) -> TcpLink:
+        """A link to `address` given as `host:port`, as the emulator's host is written."""
+        host, port = address.rsplit(":", 1)
+        return cls(host, int(port))
+
     @property
     def host(self) -> str:
         return f"127.0.0.1:{self.port}"

@@ -14,11 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from google.cloud import firestore
+
 from localrun.emulator import FirestoreEmulator
+from runledger.delivery import parse_schedule_time, run_key
 from runledger.exceptions import StoreUnavailable
+from runledger.firestore_store import FirestoreRunStore
 from runledger.record import RunRecord, Versioned
 from runledger.store import RunStore
 
@@ -83,6 +87,36 @@ def run_headers(
         ("X-Dedup-Project", project),
         ("X-Dedup-Region", region),
     ]
+
+
+def probe_key(job: str, schedule_time: str) -> str:
+    """The run key the server derives from `run_headers(job, schedule_time)` (not forced)."""
+    return run_key(job, parse_schedule_time(schedule_time), PROJECT, REGION, False)
+
+
+class ProbeRun(NamedTuple):
+    """One run as a test drives it through a real server and then reads it back directly."""
+
+    headers: list[tuple[str, HeaderValue]]
+    key: str
+    store: FirestoreRunStore
+
+
+def probe_run(emulator: FirestoreEmulator, collection: str, job: str = "crash-probe") -> ProbeRun:
+    """A run scheduled now: the headers to deliver it, its key, and the server's ledger.
+
+    The store reads `collection` on `emulator` directly, never through a link the
+    test may cut, so the test sees what the server really wrote.
+    """
+    when = schedule_time_now()
+    store = FirestoreRunStore(firestore.Client(project=emulator.project), collection)
+    return ProbeRun(run_headers(job, when), probe_key(job, when), store)
+
+
+def count_docs(emulator: FirestoreEmulator, collection: str) -> int:
+    """How many ledger documents `collection` holds: a refused delivery must add none."""
+    client = firestore.Client(project=emulator.project)
+    return sum(1 for _ in client.collection(collection).stream())
 
 
 def server_env(

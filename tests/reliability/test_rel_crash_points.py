@@ -21,26 +21,20 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery import parse_schedule_time, run_key
-from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
 from tests.handler.support import FakeClock, make_app, scheduler_headers
 from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
-    PROJECT,
-    REGION,
     Crash,
     Fault,
     FaultyStore,
     deliver,
     effects,
-    run_headers,
-    schedule_time_now,
+    probe_run,
     server_env,
     wait_for,
 )
@@ -69,10 +63,7 @@ def test_sigkill_at_each_point_then_the_run_completes_once_after_the_lease(
     point: str, clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
     env = server_env(clean_emulator, fault_dir, COLLECTION, lease_s=LEASE_S)
-    when = schedule_time_now()
-    headers = run_headers("crash-probe", when)
-    key = run_key("crash-probe", parse_schedule_time(when), PROJECT, REGION, False)
-    store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), COLLECTION)
+    headers, key, store = probe_run(clean_emulator, COLLECTION)
 
     first = servers.start(env | {"REL_PAUSE_AT": point})
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

@@ -17,7 +17,6 @@ import string
 from pathlib import Path
 
 import pytest
-from google.cloud import firestore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
     completed_work,
+    count_docs,
     deliver,
     log_entries,
     run_headers,
@@ -237,11 +237,6 @@ def test_each_class_of_bad_input_gets_its_own_status_and_reason(
 # --- through the real server ------------------------------------------------------------
 
 
-def _count_docs(emulator: FirestoreEmulator, collection: str) -> int:
-    client = firestore.Client(project=emulator.project)
-    return sum(1 for _ in client.collection(collection).stream())
-
-
 @pytest.mark.firestore
 @pytest.mark.timeout(120)
 def test_real_server_refuses_hostile_http_and_keeps_serving(
@@ -276,7 +271,7 @@ def test_real_server_refuses_hostile_http_and_keeps_serving(
         reply = deliver(server.url, headers, body=body, method=method, timeout_s=30)
         assert 400 <= reply.status < 500, (label, reply.status, reply.raw[:200])
         assert server.process.poll() is None, f"{label}: the handler process died"
-    assert _count_docs(clean_emulator, "rel_hostile") == 0
+    assert count_docs(clean_emulator, "rel_hostile") == 0
     assert completed_work(fault_dir) == []
 
     # Still healthy: the valid delivery after all of that runs once.

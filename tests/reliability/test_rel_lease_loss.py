@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from google.cloud import firestore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +26,6 @@ from runledger.app import App
 from runledger.context import RunContext
 from runledger.delivery import parse_schedule_time, run_key
 from runledger.exceptions import TerminalJobError
-from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
@@ -44,15 +42,12 @@ from tests.handler.support import (
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
-    PROJECT,
-    REGION,
     Fault,
     FaultyStore,
     completed_work,
     deliver,
     log_entries,
-    run_headers,
-    schedule_time_now,
+    probe_run,
     server_env,
     wait_for,
 )
@@ -195,13 +190,9 @@ def test_real_server_with_renewals_cut_off_is_overtaken_and_cannot_complete(
 ) -> None:
     """Instance A's link to Firestore is cut mid-work; instance B takes over after the
     lease and completes; A, reconnected, finishes its work and is refused with 409."""
-    host, port = clean_emulator.host.rsplit(":", 1)
-    when = schedule_time_now()
-    headers = run_headers("crash-probe", when)
-    key = run_key("crash-probe", parse_schedule_time(when), PROJECT, REGION, False)
-    store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), "rel_lease")
+    headers, key, store = probe_run(clean_emulator, "rel_lease")
     direct = server_env(clean_emulator, fault_dir, "rel_lease")
-    with TcpLink(host, int(port)) as link:
+    with TcpLink.in_front_of(clean_emulator.host) as link:
         cut_off = servers.start(
             direct | {"FIRESTORE_EMULATOR_HOST": link.host, "REL_PAUSE_AT": "during"}
         )

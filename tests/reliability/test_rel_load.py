@@ -27,14 +27,12 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery import parse_schedule_time, run_key
 from tests.reliability.conftest import Servers
 from tests.reliability.faultjobs import LOAD_JOBS
 from tests.reliability.relsupport import (
-    PROJECT,
-    REGION,
     completed_work,
     deliver,
+    probe_key,
     run_headers,
     server_env,
 )
@@ -83,7 +81,7 @@ class Mix:
 
 
 def _key(run: tuple[str, str]) -> str:
-    return run_key(run[0], parse_schedule_time(run[1]), PROJECT, REGION, False)
+    return probe_key(*run)
 
 
 def _timed(url: str, run: tuple[str, str]) -> Sample:

@@ -19,7 +19,6 @@ import secrets
 from pathlib import Path
 
 import pytest
-from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
 from runledger.memory_store import MemoryRunStore
@@ -28,6 +27,7 @@ from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
     completed_work,
+    count_docs,
     deliver,
     log_entries,
     run_headers,
@@ -54,11 +54,6 @@ def fake_token(email: str | None, signature: str) -> str:
         claims["email"] = email
     header = _b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode())
     return f"{header}.{_b64(json.dumps(claims).encode())}.{signature}"
-
-
-def _count_docs(emulator: FirestoreEmulator, collection: str) -> int:
-    client = firestore.Client(project=emulator.project)
-    return sum(1 for _ in client.collection(collection).stream())
 
 
 @pytest.mark.firestore
@@ -114,7 +109,7 @@ def test_only_the_configured_invoker_project_and_region_get_through(
         reply = deliver(server.url, headers)
         assert reply.status == 403, (label, reply)
         assert reply.outcome == "rejected" and reply.body["message"], label
-    assert _count_docs(clean_emulator, "rel_security") == 0, "a refusal wrote to the ledger"
+    assert count_docs(clean_emulator, "rel_security") == 0, "a refusal wrote to the ledger"
     assert completed_work(fault_dir) == []
 
     allowed = deliver(

@@ -23,11 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator, start_emulator
-from runledger.delivery import parse_schedule_time, run_key
-from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from runledger.store import RunStore
@@ -35,14 +32,13 @@ from tests.handler.support import FakeClock, make_app, scheduler_headers
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
-    PROJECT,
-    REGION,
     Fault,
     FaultyStore,
     Reply,
     completed_work,
     deliver,
     effects,
+    probe_run,
     run_headers,
     schedule_time_now,
     server_env,
@@ -136,12 +132,8 @@ def test_network_cut_during_the_work_then_restored_completes_exactly_once(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
     """Renewals fail while the link is down; nobody else could claim; completion lands."""
-    host, port = clean_emulator.host.rsplit(":", 1)
-    when = schedule_time_now()
-    headers = run_headers("crash-probe", when)
-    key = run_key("crash-probe", parse_schedule_time(when), PROJECT, REGION, False)
-    store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), COLLECTION)
-    with TcpLink(host, int(port)) as link:
+    headers, key, store = probe_run(clean_emulator, COLLECTION)
+    with TcpLink.in_front_of(clean_emulator.host) as link:
         env = server_env(
             {**clean_emulator.env(), "FIRESTORE_EMULATOR_HOST": link.host}, fault_dir, COLLECTION
         )
@@ -177,12 +169,8 @@ def test_network_cut_at_completion_gives_5xx_then_the_retry_completes_the_run(
     delivery; the ledger still records one completion and never answered 2xx for
     work it could not record.
     """
-    host, port = clean_emulator.host.rsplit(":", 1)
-    when = schedule_time_now()
-    headers = run_headers("crash-probe", when)
-    key = run_key("crash-probe", parse_schedule_time(when), PROJECT, REGION, False)
-    store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), COLLECTION)
-    with TcpLink(host, int(port)) as link:
+    headers, key, store = probe_run(clean_emulator, COLLECTION)
+    with TcpLink.in_front_of(clean_emulator.host) as link:
         env = server_env(
             {**clean_emulator.env(), "FIRESTORE_EMULATOR_HOST": link.host}, fault_dir, COLLECTION
         )

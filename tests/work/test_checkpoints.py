@@ -7,8 +7,6 @@ once the lease runs out; every test runs on the emulator and in memory.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 
 from runledger.context import RunContext
@@ -19,10 +17,8 @@ from runledger.lease import LeaseKeeper
 from runledger.ledger import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
 from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
-from tests.handler.support import T0, FakeClock, sequential_ids
+from tests.handler.support import LEASE, T0, FakeClock, make_ledger
 
-LEASE = timedelta(minutes=5)
-RETENTION = timedelta(days=1)
 RUN = RunIdentity(
     key=run_key("etl", T0, "acme-prod", "europe-west1", False),
     job="etl",
@@ -47,9 +43,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def ledger(store, clock) -> Ledger:
-    return Ledger(
-        store, lease=LEASE, retention=RETENTION, clock=clock, new_attempt_id=sequential_ids()
-    )
+    return make_ledger(store, clock)
 
 
 def start_attempt(ledger: Ledger, lost: list[str] | None = None) -> RunContext:
@@ -57,17 +51,7 @@ def start_attempt(ledger: Ledger, lost: list[str] | None = None) -> RunContext:
     claim = ledger.claim(RUN)
     assert isinstance(claim, Claim), claim
     keeper = LeaseKeeper(ledger, claim, on_lost=(lost if lost is not None else []).append)
-    return RunContext(
-        run_id=RUN.key,
-        job_name=RUN.job,
-        schedule_time=RUN.schedule_time,
-        attempt_id=claim.attempt_id,
-        project=RUN.project,
-        region=RUN.region,
-        manual=RUN.manual,
-        body=b"",
-        _lease=keeper,
-    )
+    return RunContext.for_attempt(RUN, keeper, b"")
 
 
 def expire_lease(clock: FakeClock) -> None:
@@ -221,13 +205,7 @@ class LostAnswers:
 
 @pytest.mark.parametrize("land", [True, False])
 def test_a_write_whose_answer_was_lost_is_settled_from_the_store(store, clock, land):
-    ledger = Ledger(
-        LostAnswers(store, land),
-        lease=LEASE,
-        retention=RETENTION,
-        clock=clock,
-        new_attempt_id=sequential_ids(),
-    )
+    ledger = make_ledger(LostAnswers(store, land), clock)
     ctx = start_attempt(ledger)
     if land:
         assert ctx.checkpoint("extract", 1) == 1
@@ -306,9 +284,7 @@ class LostRenewalAnswer:
 
 def test_a_checkpoint_after_a_renewal_whose_answer_was_lost(store, clock):
     flaky = LostRenewalAnswer(store)
-    ledger = Ledger(
-        flaky, lease=LEASE, retention=RETENTION, clock=clock, new_attempt_id=sequential_ids()
-    )
+    ledger = make_ledger(flaky, clock)
     ctx = start_attempt(ledger)
     flaky.armed = True
     clock.advance(minutes=2)

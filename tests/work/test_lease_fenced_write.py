@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 
 from runledger.exceptions import LeaseLost, VersionConflict
 from runledger.lease import LeaseKeeper
-from runledger.ledger import Claim, Ledger, RunIdentity
+from runledger.ledger import Claim, RunIdentity
 from runledger.memory_store import MemoryRunStore
-from tests.handler.support import T0, FakeClock, sequential_ids
+from tests.handler.support import T0, FakeClock, make_ledger
 
 RUN = RunIdentity("k" * 64, "etl", T0, "acme-prod", "europe-west1", False)
 
@@ -20,13 +19,7 @@ RUN = RunIdentity("k" * 64, "etl", T0, "acme-prod", "europe-west1", False)
 def setup():
     store = MemoryRunStore()
     clock = FakeClock()
-    ledger = Ledger(
-        store,
-        lease=timedelta(minutes=5),
-        retention=timedelta(days=1),
-        clock=clock,
-        new_attempt_id=sequential_ids(),
-    )
+    ledger = make_ledger(store, clock)
     claim = ledger.claim(RUN)
     assert isinstance(claim, Claim)
     lost: list[str] = []

@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 
 from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW, Ledger, RunIdentity
+from runledger.ledger import MAX_CLOCK_SKEW, RunIdentity
 from runledger.ops import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
 from runledger.opsview import is_dead_letter, is_stale
 from runledger.record import RunRecord, Status
 from runledger.workitem import WorkItem, WorkKind
-from tests.handler.support import T0
+from tests.handler.support import RETENTION, T0, make_ledger, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = T0 + timedelta(hours=3)
-RETENTION = timedelta(days=1)
 
 
 def record(
@@ -35,17 +34,13 @@ def record(
     expire_at=None,
 ) -> RunRecord:
     scheduled = T0 + timedelta(hours=hours)
-    return RunRecord(
-        status=status,
-        attempt_id=f"{job}-{hours}",
+    return run_record(
+        f"{job}-{hours}",
+        status,
         lease_expires=NOW + lease_left,
         expire_at=expire_at or scheduled + RETENTION,
         job=job,
         schedule_time=scheduled,
-        project="acme-prod",
-        region="europe-west1",
-        manual=False,
-        attempts=1,
         claimed_at=scheduled,
         error=error,
     )
@@ -173,13 +168,7 @@ def test_release_after_yes_lets_the_next_delivery_redo_the_run(seeded, firestore
     assert (released.status, released.error) == (Status.RELEASED, "TerminalJobError: bad schema")
     raw = firestore_db.collection("scheduler_runs").document(key(2)).get().to_dict()
     assert raw["released_by"].startswith("runledger.ops by ")
-    ledger = Ledger(
-        seeded,
-        lease=timedelta(minutes=5),
-        retention=RETENTION,
-        clock=lambda: NOW,
-        new_attempt_id=lambda: "redo",
-    )
+    ledger = make_ledger(seeded, lambda: NOW, new_attempt_id=lambda: "redo")
     identity = RunIdentity(
         key(2), "etl", T0 + timedelta(hours=1), "acme-prod", "europe-west1", False
     )

@@ -25,7 +25,6 @@ from google.cloud.workflows.executions_v1.services.executions.transports import 
     ExecutionsGrpcTransport,
 )
 
-from runledger.delivery import identify_run
 from runledger.firestore_store import FirestoreRunStore
 from runledger.jobtask import TaskIdentity
 from runledger.record import Status
@@ -35,7 +34,7 @@ from runledger.targets import (
     cloud_run_job_target,
     workflow_target,
 )
-from tests.handler.support import FakeClock, make_app, scheduler_headers
+from tests.handler.support import FakeClock, default_run_key, make_app, scheduler_headers
 
 WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"
 RUN_JOB = "projects/acme-prod/locations/europe-west1/jobs/reindex"
@@ -172,10 +171,6 @@ def deliver(app, schedule_time: str = "2026-10-16T12:00:00Z"):
     return app.handle("POST", scheduler_headers(schedule_time=schedule_time), b"")
 
 
-def key_of(app) -> str:
-    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
-
-
 def deliver_duplicates(app) -> list[int]:
     """Eight concurrent copies of one delivery, then three more after they settle."""
     with ThreadPoolExecutor(8) as pool:
@@ -189,7 +184,7 @@ def test_workflow_target_starts_one_execution_per_run(store, clock, workflows):
     )
     app = make_app(store, {JOB: target}, clock)
     statuses = deliver_duplicates(app)
-    key = key_of(app)
+    key = default_run_key(app)
     assert workflows.calls == {key: 1}
     assert 200 in statuses
     assert set(statuses) <= {200, 409}
@@ -210,7 +205,7 @@ def test_cloud_run_job_target_runs_the_job_once_per_run(store, clock, cloud_run)
     target = cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)
     app = make_app(store, {JOB: target}, clock)
     statuses = deliver_duplicates(app)
-    key = key_of(app)
+    key = default_run_key(app)
     assert cloud_run.calls == {key: 1}
     assert 200 in statuses
     env = cloud_run.bodies[0]["overrides"]["containerOverrides"][0]["env"]
@@ -251,14 +246,14 @@ def test_a_retry_after_the_call_was_recorded_does_not_call_again(store, clock, w
     assert deliver(app).outcome == "failed_retryable"
     fail_after[0] = False
     assert deliver(app).status == 200
-    assert workflows.calls == {key_of(app): 1}
+    assert workflows.calls == {default_run_key(app): 1}
 
 
 def test_a_permission_error_fails_the_run_for_good(store, clock, workflows):
     workflows.fail_with = grpc.StatusCode.PERMISSION_DENIED
     app = make_app(store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock)
     assert deliver(app).outcome == "failed_terminal"
-    record = store.get(key_of(app)).record
+    record = store.get(default_run_key(app)).record
     assert record.status is Status.FAILED
     assert "PermissionDenied" in record.error
     assert deliver(app).status == 422
@@ -270,10 +265,10 @@ def test_an_unavailable_api_releases_the_run_for_a_retry(store, clock, cloud_run
         store, {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)}, clock
     )
     assert deliver(app).outcome == "failed_retryable"
-    assert "ServiceUnavailable" in store.get(key_of(app)).record.error
+    assert "ServiceUnavailable" in store.get(default_run_key(app)).record.error
     cloud_run.fail_status = None
     assert deliver(app).status == 200
-    assert cloud_run.calls == {key_of(app): 1}
+    assert cloud_run.calls == {default_run_key(app): 1}
 
 
 @pytest.mark.parametrize(

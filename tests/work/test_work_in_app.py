@@ -8,12 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from localrun.rpccount import RpcCounter
-from runledger.delivery import identify_run
 from runledger.exceptions import TerminalJobError
 from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
-from tests.handler.support import FakeClock, make_app, scheduler_headers
+from tests.handler.support import FakeClock, Takeover, default_run_key, deliver, make_app
 
 JOB = "nightly-report"
 
@@ -31,14 +29,6 @@ def rpcs(firestore_db) -> RpcCounter:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def deliver(app):
-    return app.handle("POST", scheduler_headers(), b"")
-
-
-def key_of(app) -> str:
-    return identify_run(scheduler_headers(), app.settings, app.jobs, app.ledger.now()).key
 
 
 def test_a_job_without_checkpoints_still_costs_two_rpcs(store, rpcs, clock):
@@ -85,7 +75,7 @@ def test_a_retryable_failure_keeps_finished_stages_for_the_retry(store, clock):
     app = make_app(store, {JOB: job}, clock)
     first = deliver(app)
     assert (first.status, first.outcome) == (500, "failed_retryable")
-    record = store.get(key_of(app)).record
+    record = store.get(default_run_key(app)).record
     assert record.status is Status.RELEASED
     assert record.error == "ConnectionError: warehouse unreachable"
     fail_load[0] = False
@@ -100,13 +90,13 @@ def test_a_terminal_failure_stores_its_reason_and_keeps_the_work(store, clock):
 
     app = make_app(store, {JOB: job}, clock)
     assert deliver(app).outcome == "failed_terminal"
-    record = store.get(key_of(app)).record
+    record = store.get(default_run_key(app)).record
     assert (record.status, record.error) == (
         Status.FAILED,
         "TerminalJobError: input schema v3 is not supported",
     )
     assert deliver(app).status == 422
-    assert store.get_items(key_of(app), ["checkpoint:extract"])
+    assert store.get_items(default_run_key(app), ["checkpoint:extract"])
 
 
 def test_concurrent_duplicates_produce_an_output_once(store, clock):
@@ -132,35 +122,20 @@ def test_concurrent_duplicates_produce_an_output_once(store, clock):
 
 
 def test_a_stalled_attempts_checkpoint_is_refused_after_a_takeover(store, clock):
-    stalled, resume, takeover_inside, takeover_done = (threading.Event() for _ in range(4))
-    answers = {}
+    takeover = Takeover(clock)
 
     def job(ctx) -> None:
         ctx.stage("extract", lambda: ctx.attempt_id)
-        if ctx.attempt_id == "attempt-1":
-            stalled.set()
-            resume.wait(10)
+        if takeover.hold(ctx):
             ctx.checkpoint("transform", "from the stalled attempt")
         else:
-            takeover_inside.set()
-            takeover_done.wait(10)
             ctx.checkpoint("transform", "from the newer attempt")
 
     app = make_app(store, {JOB: job}, clock)
-    first = threading.Thread(target=lambda: answers.setdefault("late", deliver(app)))
-    first.start()
-    assert stalled.wait(10)
-    clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
-    second = threading.Thread(target=lambda: answers.setdefault("newer", deliver(app)))
-    second.start()
-    assert takeover_inside.wait(10)
-    resume.set()
-    first.join(10)
-    assert (answers["late"].status, answers["late"].outcome) == (409, "lease_lost")
-    assert not store.get_items(key_of(app), ["checkpoint:transform"])
-    takeover_done.set()
-    second.join(10)
-    assert answers["newer"].status == 200
-    items = store.get_items(key_of(app), ["checkpoint:extract", "checkpoint:transform"])
+    late = takeover.run_until_late_answer(app)
+    assert (late.status, late.outcome) == (409, "lease_lost")
+    assert not store.get_items(default_run_key(app), ["checkpoint:transform"])
+    assert takeover.finish().status == 200
+    items = store.get_items(default_run_key(app), ["checkpoint:extract", "checkpoint:transform"])
     assert items["checkpoint:extract"].item.value == "attempt-1"  # resumed, not redone
     assert items["checkpoint:transform"].item.value == "from the newer attempt"

@@ -9,12 +9,12 @@ import pytest
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.firestore_store import FirestoreRunStore
 from runledger.memory_store import MemoryRunStore
-from runledger.record import RunRecord, Status
 from runledger.store import WorkStore
 from runledger.workitem import WorkItem, WorkKind
-from tests.handler.support import T0
+from tests.handler.support import RETENTION, T0
+from tests.handler.support import run_record as record
 
-EXPIRE_AT = T0 + timedelta(days=1)
+EXPIRE_AT = T0 + RETENTION  # the run's, which its items copy
 
 
 @pytest.fixture(params=["firestore", "memory"])
@@ -22,22 +22,6 @@ def store(request) -> WorkStore:
     if request.param == "memory":
         return MemoryRunStore()
     return FirestoreRunStore(request.getfixturevalue("firestore_db"), "scheduler_runs")
-
-
-def record(attempt_id: str = "a1") -> RunRecord:
-    return RunRecord(
-        status=Status.IN_PROGRESS,
-        attempt_id=attempt_id,
-        lease_expires=T0 + timedelta(minutes=5),
-        expire_at=EXPIRE_AT,
-        job="nightly-report",
-        schedule_time=T0,
-        project="acme-prod",
-        region="europe-west1",
-        manual=False,
-        attempts=1,
-        claimed_at=T0,
-    )
 
 
 def item(name: str = "extract", value: object = None, attempt_id: str = "a1") -> WorkItem:
