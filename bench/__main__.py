@@ -23,6 +23,14 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run")
     parser.add_argument("--reps", type=int, help="interleaved repetitions (default 5, quick 2)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write raw samples here")
+    parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=2.0,
+        metavar="MS",
+        help="modelled network round trip to Firestore for the extra latency rows "
+        "(default 2, a conservative same-region figure; 0 leaves those rows out)",
+    )
     return parser.parse_args(argv)
 
 
@@ -39,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.reps < 1:
             raise SystemExit("--reps must be at least 1")
         config = dataclasses.replace(config, reps=args.reps)
+    if args.rtt_ms < 0:
+        raise SystemExit("--rtt-ms must be 0 (off) or more")
+    config = dataclasses.replace(config, rtt_ms=args.rtt_ms)
     command = "make bench" + (f" ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")
     started = time.perf_counter()
     samples = run_bench(config, progress=lambda line: print(line, file=sys.stderr, flush=True))

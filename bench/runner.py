@@ -5,6 +5,11 @@ side that goes first alternates from one repetition to the next, so drift in
 the machine's load (2 shared cores) falls on both sides alike and each
 repetition yields a paired handler/baseline ratio. Raw samples are returned;
 `bench.report` turns them into the table.
+
+With `rtt_ms` > 0 a second pair of served processes reaches the same emulator
+through one `bench.latency_link.LatencyLink` each, so their latency streams
+pay a modelled network round trip per RPC, as against production Firestore;
+the loopback streams are measured as before, in the same repetitions.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from bench.coldstart import probe
 from bench.contention import storm
 from bench.inprocess import InProcessSide, make_side
 from bench.latency import floor_stream, in_process_stream, stream, throughput
+from bench.latency_link import LatencyLink, measure_link_rtt
 from bench.ledger_size import measure_growth
 from bench.machine import describe
 from bench.opcount import OpCounter
 from bench.rpcs import SCENARIOS, measure
 from bench.schedule import ScheduleTimes
+from bench.summary import percentile
 from localrun.emulator import FirestoreEmulator, start_emulator
 from localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
 from localrun.rpccount import RpcCounter
@@ -55,6 +62,11 @@ FLOOR = "refused GET, no Firestore call (server floor)"
 WARMUP_CHUNK = 50
 
 
+def rtt_variant(stream_name: str, rtt_ms: float) -> str:
+    """The latency row name of a stream measured through the modelled round trip."""
+    return f"{stream_name}, RTT {rtt_ms:g} ms"
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     reps: int = 5
@@ -74,6 +86,16 @@ class BenchConfig:
     # before anything is timed, so the tables show the steady state.
     warmup_deliveries: int = 600
     growth: tuple[tuple[int, int], ...] = ((1, 10), (4, 10), (4, 40))
+    # Modelled network round trip between each served process and Firestore,
+    # for a second run of the latency streams; 0 leaves them out. 2 ms is a
+    # conservative same-region figure (Cloud Run to Firestore in one region
+    # is typically a few ms per RPC), so the modelled gap is if anything small.
+    rtt_ms: float = 2.0
+    # The RTT servers are fresh processes: their first deliveries import the
+    # Firestore client and open its channel, so they get their own warm-up.
+    rtt_warmup_deliveries: int = 100
+    # Echo round trips per repetition that calibrate a link (relay overhead included).
+    link_echo_count: int = 100
 
     @classmethod
     def quick(cls, reps: int = 2) -> BenchConfig:
@@ -90,6 +112,7 @@ class BenchConfig:
             coldstart_per_rep=1,
             warmup_deliveries=50,
             growth=((1, 3), (2, 3)),
+            rtt_warmup_deliveries=20,
         )
 
 
@@ -163,25 +186,40 @@ def run_bench(
     emulator = emulator or start_emulator()
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
     servers: dict[str, HandlerServer] = {}
+    rtt_servers: dict[str, HandlerServer] = {}
+    links: list[LatencyLink] = []
+    every_server: dict[str, HandlerServer] = {}  # what to stop, by a name for the log
     try:
         with _emulator_env(emulator):
             envs = {side: side_env(emulator, side, workdir) for side in SIDES}
             for side in SIDES:
                 source, target = ENTRY_POINTS[side]
                 servers[side] = start_handler(envs[side], source=source, target=target)
-            samples = _measure(config, emulator, envs, servers, progress)
+                every_server[side] = servers[side]
+            if config.rtt_ms > 0:
+                for side in SIDES:
+                    # One link per side, so neither side's traffic queues behind the other's.
+                    link = LatencyLink(emulator.host, config.rtt_ms).start()
+                    links.append(link)
+                    env = {**envs[side], "FIRESTORE_EMULATOR_HOST": link.host}
+                    source, target = ENTRY_POINTS[side]
+                    rtt_servers[side] = start_handler(env, source=source, target=target)
+                    every_server[f"{side} (RTT)"] = rtt_servers[side]
+            samples = _measure(config, emulator, envs, servers, rtt_servers, progress)
     except BaseException:
-        for side, server in servers.items():
-            progress(f"{side} server log kept for inspection: {server.log_path}")
+        for name, server in every_server.items():
+            progress(f"{name} server log kept for inspection: {server.log_path}")
         raise
     else:
-        for server in servers.values():
+        for server in every_server.values():
             server.stop()
             server.log_path.unlink(missing_ok=True)
         return samples
     finally:
-        for server in servers.values():
+        for server in every_server.values():
             server.stop()
+        for link in links:
+            link.stop()
         if owned:
             emulator.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -192,6 +230,7 @@ def _measure(
     emulator: FirestoreEmulator,
     envs: dict[str, dict[str, str]],
     servers: dict[str, HandlerServer],
+    rtt_servers: dict[str, HandlerServer],
     progress: Callable[[str], None],
 ) -> Samples:
     samples = Samples(config=asdict(config), machine=describe())
@@ -206,6 +245,14 @@ def _measure(
         in_process[side] = make_side(side, env, counted, setup_client)
     progress(f"warming up: {config.warmup_deliveries} deliveries per side")
     _warm_up(config.warmup_deliveries, servers, in_process, times)
+    if rtt_servers:
+        progress(
+            f"warming up the RTT {config.rtt_ms:g} ms servers: "
+            f"{config.rtt_warmup_deliveries} deliveries per side"
+        )
+        for side in SIDES:
+            count = config.rtt_warmup_deliveries
+            stream(rtt_servers[side].url, times, count, duplicate_share=0.3, seed=-1)
     exec_logs = {side: Path(envs[side][EXEC_LOG_ENV]) for side in SIDES}
 
     for rep in range(config.reps):
@@ -226,6 +273,16 @@ def _measure(
             for side in order:
                 result = stream(servers[side].url, times, config.stream_requests, share, seed=rep)
                 samples.add("latency", variant, side, asdict(result))
+        for variant, share in streams if rtt_servers else ():
+            for side in order:
+                url = rtt_servers[side].url
+                result = stream(url, times, config.stream_requests, share, seed=rep)
+                samples.add("latency", rtt_variant(variant, config.rtt_ms), side, asdict(result))
+        if rtt_servers:
+            # What one round trip through a link really costs, relay overhead included.
+            echo = measure_link_rtt(config.rtt_ms, count=config.link_echo_count)
+            samples.add("link", "echo", "p50", percentile(echo, 0.5))
+            samples.add("link", "echo", "p99", percentile(echo, 0.99))
         for side in order:
             result = in_process_stream(in_process[side], times, config.in_process_requests)
             samples.add("latency", IN_PROCESS, side, asdict(result))

@@ -2,7 +2,9 @@
 
 A tiny configuration of the real suite (both served processes, every metric,
 one repetition) against the session's emulator; the measurements themselves
-stay out of `make test` and run with `make bench`.
+stay out of `make test` and run with `make bench`. The modelled round trip is
+set well above loopback noise (10 ms) so that a ten-delivery stream can show
+the relay really delays every RPC.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import pytest
 
 from bench.report import Report
 from bench.rpcs import DUP_COMPLETED, DUP_IN_PROGRESS, FIRST, RECLAIM
-from bench.runner import BenchConfig, run_bench
+from bench.runner import DUP_STREAM, FIRST_STREAM, BenchConfig, rtt_variant, run_bench
+from bench.summary import percentile
+
+RTT_MS = 10.0
 
 TINY = BenchConfig(
     reps=1,
@@ -25,7 +30,14 @@ TINY = BenchConfig(
     coldstart_per_rep=1,
     warmup_deliveries=4,
     growth=((2, 2),),
+    rtt_ms=RTT_MS,
+    rtt_warmup_deliveries=3,
+    link_echo_count=10,
 )
+
+
+def _p50(sample: dict) -> float:
+    return percentile(sample["latencies_s"], 0.5)
 
 
 @pytest.mark.firestore
@@ -51,6 +63,20 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
         assert size["documents"] == 4
         assert size["total_bytes"] > 0
 
+    latency = samples.data["latency"]
+    first_rtt = rtt_variant(FIRST_STREAM, RTT_MS)
+    added = {}
+    for side in ("handler", "baseline"):
+        for name in (FIRST_STREAM, DUP_STREAM):
+            assert latency[rtt_variant(name, RTT_MS)][side][0]["non_2xx"] == 0
+        added[side] = _p50(latency[first_rtt][side][0]) - _p50(latency[FIRST_STREAM][side][0])
+    # Loosely: 2 RPCs should add about 2 RTTs to the handler, 6 about 6 to the baseline.
+    assert added["handler"] >= 1.5 * RTT_MS / 1000
+    assert added["baseline"] >= 4 * RTT_MS / 1000
+    assert added["baseline"] > added["handler"]
+    assert samples.data["link"]["echo"]["p50"][0] >= RTT_MS / 1000
+
     table = Report(samples).markdown()
     for section in ("RPCs per delivery", "Contention", "latency", "Cold start", "Targets"):
         assert section in table
+    assert f"{FIRST_STREAM}, RTT {RTT_MS:g} ms, p50" in table
