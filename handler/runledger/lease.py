@@ -77,9 +77,25 @@ class LeaseKeeper:
             return self._claim
 
     def held(self) -> bool:
-        """True while no takeover was seen and the lease has not run out by our clock."""
+        """True while no takeover was seen and the lease has not run out by our clock.
+
+        After a renewal whose outcome is unknown the lease may have been extended
+        without our knowing, so the record is read back first: giving up a run that
+        is still ours would block it until that unseen lease runs out.
+        """
+        newly_lost = None
         with self._lock:
-            return self._lost_reason is None and self._ledger.now() < self._claim.lease_expires
+            if self._lost_reason is None and self._unsure:
+                try:
+                    self._resync()
+                except LeaseLost as exc:
+                    newly_lost = self._lost_reason = str(exc)
+                except StoreUnavailable:
+                    pass  # still unknown: judge by the lease we know of
+            held = self._lost_reason is None and self._ledger.now() < self._claim.lease_expires
+        if newly_lost is not None:
+            self._on_lost(newly_lost)
+        return held
 
     @property
     def _interval_s(self) -> float:

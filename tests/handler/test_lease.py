@@ -6,10 +6,12 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+from runledger.exceptions import StoreUnavailable
 from runledger.lease import LeaseKeeper
 from runledger.ledger import Ledger, RunIdentity
 from runledger.memory_store import MemoryRunStore
-from tests.handler.support import T0, make_ledger
+from runledger.record import Status
+from tests.handler.support import T0, FakeClock, make_ledger
 
 LEASE = timedelta(seconds=0.3)
 
@@ -75,3 +77,32 @@ def test_many_leases_share_a_few_renewal_threads():
         keeper.stop()
     assert renewed
     assert len(renewal_threads) <= 5
+
+
+class LosesNextUpdateAnswer(MemoryRunStore):
+    """Applies the next update, then reports the store unreachable: a lost answer."""
+
+    lose_next = False
+
+    def update(self, key, changes, version):
+        new_version = super().update(key, changes, version)
+        if self.lose_next:
+            self.lose_next = False
+            raise StoreUnavailable("answer lost")
+        return new_version
+
+
+def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
+    store = LosesNextUpdateAnswer()
+    clock = FakeClock()
+    ledger = make_ledger(store, clock)
+    claim = ledger.claim(run("k1"))
+    keeper = LeaseKeeper(ledger, claim, on_lost=print)
+    clock.advance(seconds=ledger.lease.total_seconds())
+    store.lose_next = True
+    keeper.renew_now()
+    assert store.get("k1").record.lease_expires > claim.lease_expires
+    assert keeper.held()
+    assert keeper.claim.version == store.get("k1").version
+    ledger.complete(keeper.stop())
+    assert store.get("k1").record.status is Status.COMPLETED
