@@ -11,7 +11,8 @@ import pytest
 from policy_stack import edit, project_grant
 from pulumi_policy import EnforcementLevel
 
-from offline.policy_check import CheckError, StackResource
+from offline.errors import CheckError
+from offline.stack_resources import StackResource
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY

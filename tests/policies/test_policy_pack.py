@@ -14,7 +14,7 @@ from pulumi_policy import EnforcementLevel, StackValidationPolicy
 from dedup_policies import handler_settings, pack_arguments, policies
 from dedup_policies.cron import unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
-from offline.policy_check import DEFAULT_PACK_DIR, load_pack
+from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

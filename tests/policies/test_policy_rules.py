@@ -22,7 +22,7 @@ from policy_stack import (
 )
 from pulumi_policy import EnforcementLevel
 
-from offline.policy_check import StackResource
+from offline.stack_resources import StackResource
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY
