@@ -53,8 +53,16 @@ def _project_name(project_dir: Path) -> str:
 
 
 def report(diagnostics: list[Diagnostic], out: io.TextIOBase | Any) -> None:
-    """One block per violation (level, rule, resource, message), then a summary line."""
-    for d in diagnostics:
+    """One block per violation (level, rule, resource, message), then a summary line.
+
+    Mandatory violations come first, then by rule and resource, so two runs of the
+    same stack print the same report whatever order the program registered in.
+    """
+    ordered = sorted(
+        diagnostics,
+        key=lambda d: (d.level != EnforcementLevel.MANDATORY, d.policy, d.urn, d.message),
+    )
+    for d in ordered:
         resource = d.urn or "(stack)"
         print(f"[{d.level.value}] {d.policy}: {resource}", file=out)
         for line in d.message.splitlines():
