@@ -19,6 +19,8 @@ a chunk is never delayed by the chunks in front of it beyond its own due time.
 
 Everything stays on 127.0.0.1. Every loop ends on end-of-stream, a socket
 error or `stop()`; the blocking waits use short timeouts so `stop()` is seen.
+The listener, accept loop and teardown are `localrun.tcprelay.TcpRelay`,
+shared with the reliability tests' cuttable link; only the pumps are here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-LOOPBACK = "127.0.0.1"
+from localrun.tcprelay import LOOPBACK, TcpRelay
+
 CHUNK_BYTES = 65536
 # How often a blocked accept or an idle writer looks at the stop flag.
 POLL_S = 0.2
@@ -87,88 +90,38 @@ class _Direction:
                 self.source.shutdown(socket.SHUT_RD)
 
 
-class LatencyLink:
+class LatencyLink(TcpRelay):
     """Relay 127.0.0.1:<port> to `upstream` ("host:port"), adding `rtt_ms` per round trip.
 
     `host` is what to put in FIRESTORE_EMULATOR_HOST instead of the emulator's
     own address. Use as a context manager, or call `start()` and `stop()`.
+    Listening, accepting and teardown come from `localrun.tcprelay.TcpRelay`;
+    this class adds only the delayed, order-keeping pumps.
     """
+
+    thread_name = "latency-link"
+    accept_poll_s = POLL_S
+    connect_timeout_s = 10
 
     def __init__(self, upstream: str, rtt_ms: float) -> None:
         if rtt_ms < 0:
             raise ValueError("rtt_ms must be >= 0")
         upstream_host, _, upstream_port = upstream.rpartition(":")
-        self.upstream = (upstream_host or LOOPBACK, int(upstream_port))
+        super().__init__((upstream_host or LOOPBACK, int(upstream_port)))
         self.rtt_ms = rtt_ms
         self._delay_s = rtt_ms / 2000  # half the round trip in each direction
-        self._stopping = threading.Event()
-        self._listener = socket.create_server((LOOPBACK, 0))
-        self._listener.settimeout(POLL_S)
-        self._sockets: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._acceptor = threading.Thread(target=self._accept, name="latency-link", daemon=True)
-
-    @property
-    def host(self) -> str:
-        return f"{LOOPBACK}:{self._listener.getsockname()[1]}"
-
-    def start(self) -> LatencyLink:
-        self._acceptor.start()
-        return self
-
-    def stop(self) -> None:
-        """Close the listener and every relayed connection, then wait for the threads."""
-        self._stopping.set()
-        self._acceptor.join(timeout=5)
-        self._listener.close()
-        with self._lock:
-            sockets, threads = list(self._sockets), list(self._threads)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        for thread in threads:
-            thread.join(timeout=5)
-
-    def __enter__(self) -> LatencyLink:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def _accept(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, timeout=10)
-            except OSError:
-                client.close()  # the emulator is gone: the client sees a reset, as it would
-                continue
-            server.settimeout(None)
-            client.settimeout(None)
-            self._relay(_nodelay(client), _nodelay(server))
 
     def _relay(self, client: socket.socket, server: socket.socket) -> None:
-        directions = (
+        _nodelay(client)
+        _nodelay(server)
+        # The sockets stay open until `stop()`, which shuts them down and so wakes
+        # every reader and writer; `stop()` then waits for these threads.
+        for direction in (
             _Direction(client, server, self._delay_s, self._stopping),
             _Direction(server, client, self._delay_s, self._stopping),
-        )
-        threads = [
-            threading.Thread(target=work, name=f"latency-link-{kind}", daemon=True)
-            for direction in directions
-            for kind, work in (("read", direction.read), ("write", direction.write))
-        ]
-        with self._lock:
-            self._sockets += [client, server]
-            self._threads += threads
-        for thread in threads:
-            thread.start()
+        ):
+            for kind, work in (("read", direction.read), ("write", direction.write)):
+                self._spawn(f"latency-link-{kind}", work)
 
 
 def _echo(listener: socket.socket) -> None:

@@ -4,6 +4,12 @@ Stopping the emulator loses its data (it keeps everything in memory), so a
 "Firestore comes back" test that needs the ledger's records to survive the
 outage cuts the network instead: `cut()` resets every relayed connection and
 refuses new ones until `restore()`, while the emulator and its data live on.
+
+Listening, accepting and the socket bookkeeping come from
+`localrun.tcprelay.TcpRelay`, shared with the benchmarks' latency relay; this
+module adds only what a cut needs: refusing clients while down, resetting
+rather than closing connections, and a pump that ends the whole connection
+when either side ends.
 """
 
 from __future__ import annotations
@@ -12,39 +18,34 @@ import contextlib
 import socket
 import struct
 import threading
+from collections.abc import Iterable
 
-_ACCEPT_POLL_S = 0.1
+from localrun.tcprelay import TcpRelay
+
 _CHUNK = 65536
 # Linger on, timeout 0: close() sends RST, like a dropped network path.
 _RESET = struct.pack("ii", 1, 0)
 
 
-class TcpLink:
+class TcpLink(TcpRelay):
+    """Relay to the emulator, started on construction; `close()` or `with` ends it."""
+
+    thread_name = "tcp-link"
+    accept_poll_s = 0.1
+    connect_timeout_s = 2
+    backlog = 64
+
     def __init__(self, target_host: str, target_port: int) -> None:
-        self._target = (target_host, target_port)
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
-        self._listener.settimeout(_ACCEPT_POLL_S)
-        self.port: int = self._listener.getsockname()[1]
+        super().__init__((target_host, target_port))
         self._up = threading.Event()
         self._up.set()
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._sockets: set[socket.socket] = set()
-        self._thread = threading.Thread(target=self._accept_loop, name="tcp-link", daemon=True)
-        self._thread.start()
+        self.start()
 
     @classmethod
     def in_front_of(cls, address: str) -> TcpLink:
         """A link to `address` given as `host:port`, as the emulator's host is written."""
         host, port = address.rsplit(":", 1)
         return cls(host, int(port))
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def cut(self) -> None:
         """Reset every open connection and refuse new ones: Firestore is unreachable."""
@@ -55,48 +56,24 @@ class TcpLink:
         self._up.set()
 
     def close(self) -> None:
-        self._closed.set()
-        self._drop_all()
-        self._thread.join(timeout=5)
-        self._listener.close()
+        self.stop()
 
-    def __enter__(self) -> TcpLink:
-        return self
+    def _admit(self) -> bool:
+        return self._up.is_set()
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _drop_all(self) -> None:
-        with self._lock:
-            sockets, self._sockets = self._sockets, set()
+    def _drop(self, sockets: Iterable[socket.socket]) -> None:
+        """Reset rather than close, so each peer sees a dropped path, not an orderly end."""
         for sock in sockets:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if not self._up.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self._target, timeout=2)
-            except OSError:
-                client.close()
-                continue
-            client.settimeout(None)
-            upstream.settimeout(None)
-            with self._lock:
-                self._sockets.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        # Not joined on stop: a reset socket does not wake a pump blocked in recv(),
+        # so waiting for the pumps could hold `close()` for the join timeout.
+        for src, dst in ((client, upstream), (upstream, client)):
+            self._spawn("tcp-link-pump", self._pump, src, dst, join_on_stop=False)
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -111,9 +88,7 @@ class TcpLink:
             for sock in (src, dst):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-            with self._lock:
-                self._sockets.discard(src)
-                self._sockets.discard(dst)
+            self._forget(src, dst)
             for sock in (src, dst):
                 with contextlib.suppress(OSError):
                     sock.close()
