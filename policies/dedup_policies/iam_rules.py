@@ -30,15 +30,14 @@ from dedup_policies.props import as_list, as_text, get_path
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 
-# Exactly what the ledger's claim/complete/release calls use: get, create with
-# exists=false, update and delete guarded by update_time. No listing, and no
-# transactions (datastore.databases.get); a handler that does need them can
+# Exactly what the handler's ledger calls use: get, create with exists=false, and
+# update guarded by update_time (a release is an update too). No delete, no listing
+# and no transactions (datastore.databases.get); a handler that does need them can
 # add them through this policy's `allowedPermissions` config.
 LEDGER_PERMISSIONS = (
     "datastore.entities.get",
     "datastore.entities.create",
     "datastore.entities.update",
-    "datastore.entities.delete",
 )
 # Project-wide predefined roles that add no data access: observability only.
 OBSERVABILITY_ROLES = (

@@ -127,7 +127,6 @@ def compliant_stack() -> list[StackResource]:
                 "title": "ledger",
                 "permissions": [
                     "datastore.entities.create",
-                    "datastore.entities.delete",
                     "datastore.entities.get",
                     "datastore.entities.update",
                 ],

@@ -383,6 +383,16 @@ VARIANTS = [
         "datastore.entities.list",
     ),
     Variant(
+        "custom-role-can-delete",
+        on(
+            "demo-ledger-role",
+            lambda p: p["permissions"].append("datastore.entities.delete"),
+        ),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "demo-runtime-ledger-access",
+        "datastore.entities.delete",
+    ),
+    Variant(
         "conditional-role-without-condition",
         on("demo-build-staged-source-reader", lambda p: p.pop("condition")),
         {"iam-project-grants-least-privilege": MANDATORY},
