@@ -85,6 +85,15 @@ class Ledger:
     def now(self) -> datetime:
         return self._clock()
 
+    @property
+    def store(self) -> RunStore:
+        """The store the ledger writes to; a run's checkpoints and outputs go there too."""
+        return self._store
+
+    def expire_at(self, schedule_time: datetime) -> datetime:
+        """When a run's record, and everything kept with it, may be deleted by TTL."""
+        return schedule_time + self.retention
+
     def claim(self, run: RunIdentity) -> ClaimResult:
         attempt_id = self._new_attempt_id()
         for _ in range(_CLAIM_ROUNDS):
@@ -178,7 +187,7 @@ class Ledger:
             status=Status.IN_PROGRESS,
             attempt_id=attempt_id,
             lease_expires=now + self.lease,
-            expire_at=run.schedule_time + self.retention,
+            expire_at=self.expire_at(run.schedule_time),
             job=run.job,
             schedule_time=run.schedule_time,
             project=run.project,

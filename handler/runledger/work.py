@@ -65,12 +65,11 @@ class RunWork:
         cls, keeper: LeaseKeeper, run_key: str, job: str, attempt_id: str, schedule_time: datetime
     ) -> RunWork:
         ledger = keeper.ledger
-        # The ledger keeps its store private; work items must go to the same one.
-        store = ledger._store
+        # Work items go to the run's own store and expire with the run.
+        store = ledger.store
         if not isinstance(store, WorkStore):
             raise TypeError(f"{type(store).__name__} cannot keep checkpoints or outputs")
-        # The ledger sets a run's expire_at to schedule time + retention.
-        scope = RunScope(run_key, job, attempt_id, schedule_time + ledger.retention)
+        scope = RunScope(run_key, job, attempt_id, ledger.expire_at(schedule_time))
         return cls(keeper, store, scope, clock=ledger.now, lease=ledger.lease)
 
     # -- checkpoints -------------------------------------------------------
