@@ -83,18 +83,10 @@ class LeaseKeeper:
         without our knowing, so the record is read back first: giving up a run that
         is still ours would block it until that unseen lease runs out.
         """
-        newly_lost = None
         with self._lock:
-            if self._lost_reason is None and self._unsure:
-                try:
-                    self._resync()
-                except LeaseLost as exc:
-                    newly_lost = self._lost_reason = str(exc)
-                except StoreUnavailable:
-                    pass  # still unknown: judge by the lease we know of
+            failure = self._guarded(None)[1] if self._lost_reason is None else None
             held = self._lost_reason is None and self._ledger.now() < self._claim.lease_expires
-        if newly_lost is not None:
-            self._on_lost(newly_lost)
+        self._report(failure)
         return held
 
     @property
@@ -120,22 +112,16 @@ class LeaseKeeper:
             return self._claim
 
     def renew_now(self) -> None:
-        """Renew once; a renewal that finds the run taken over marks the lease lost."""
+        """Renew once; a renewal that finds the run taken over marks the lease lost.
+
+        An unanswered renewal is tried again next round; held() turns false when
+        the lease runs out meanwhile.
+        """
         with self._lock:
             if self._lost_reason is not None or self._stopped:
                 return
-            try:
-                if self._unsure:
-                    self._resync()
-                self._claim = self._ledger.renew(self._claim)
-            except LeaseLost as exc:
-                self._lost_reason = str(exc)
-            except StoreUnavailable:
-                # Try again next round; held() turns false when the lease runs out.
-                self._unsure = True
-                return
-        if self._lost_reason is not None:
-            self._on_lost(self._lost_reason)
+            failure = self._guarded(lambda claim: (self._ledger.renew(claim), None))[1]
+        self._report(failure)
 
     @property
     def ledger(self) -> Ledger:
@@ -153,20 +139,38 @@ class LeaseKeeper:
         with self._lock:
             if self._lost_reason is not None:
                 raise LeaseLost(self._lost_reason)
-            try:
-                if self._unsure:
-                    self._resync()
-                self._claim, result = write(self._claim)
-            except LeaseLost as exc:
-                self._lost_reason = str(exc)
-                lost = exc
-            except StoreUnavailable:
-                self._unsure = True
-                raise
-            else:
-                return result
-        self._on_lost(str(lost))
-        raise lost
+            result, failure = self._guarded(write)
+        self._report(failure)
+        if failure is not None:
+            raise failure
+        return result
+
+    def _guarded(
+        self, write: Callable[[Claim], tuple[Claim, R]] | None
+    ) -> tuple[R | None, LeaseLost | StoreUnavailable | None]:
+        """Call with the lock held: settle an unknown outcome, then do `write`, if any.
+
+        A LeaseLost marks the lease lost for good; a StoreUnavailable leaves the
+        outcome unknown, so the record is read back before the next fenced write.
+        """
+        try:
+            if self._unsure:
+                self._resync()
+            if write is None:
+                return None, None
+            self._claim, result = write(self._claim)
+            return result, None
+        except LeaseLost as exc:
+            self._lost_reason = str(exc)
+            return None, exc
+        except StoreUnavailable as exc:
+            self._unsure = True
+            return None, exc
+
+    def _report(self, failure: LeaseLost | StoreUnavailable | None) -> None:
+        """Tell the owner of a newly lost lease, outside the lock."""
+        if isinstance(failure, LeaseLost):
+            self._on_lost(str(failure))
 
     def _resync(self) -> None:
         """Call with the lock held."""
