@@ -37,9 +37,7 @@ class MemoryRunStore:
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
         with self._lock:
-            current = self._checked(key, version)
-            document = current.record.to_document() | dict(changes)
-            return self._put(key, RunRecord.from_document(document))
+            return self._apply(key, self._checked(key, version), changes)
 
     def delete(self, key: str, version: Any) -> None:
         with self._lock:
@@ -68,8 +66,7 @@ class MemoryRunStore:
             current = self._checked(key, version)
             if (key, item.id) in self._items:
                 raise RecordExists(f"{key}/{item.id}")
-            document = current.record.to_document() | dict(run_changes)
-            new_version = self._put(key, RunRecord.from_document(document))
+            new_version = self._apply(key, current, run_changes)
             self._items[(key, item.id)] = StoredItem(stored, new_version)
             return new_version
 
@@ -78,6 +75,11 @@ class MemoryRunStore:
         if current is None or current.version != version:
             raise VersionConflict(key)
         return current
+
+    def _apply(self, key: str, current: Versioned, changes: Mapping[str, Any]) -> int:
+        """Merge `changes` into the current record, as a Firestore update does."""
+        document = current.record.to_document() | dict(changes)
+        return self._put(key, RunRecord.from_document(document))
 
     def _put(self, key: str, record: RunRecord) -> int:
         version = next(self._versions)
