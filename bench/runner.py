@@ -14,12 +14,10 @@ the loopback streams are measured as before, in the same repetitions.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,21 +144,6 @@ def side_env(emulator: FirestoreEmulator, side: str, workdir: Path) -> dict[str,
     }
 
 
-@contextlib.contextmanager
-def _emulator_env(emulator: FirestoreEmulator) -> Iterator[None]:
-    """Point this process's Firestore clients at the emulator, restoring the env after."""
-    saved = {key: os.environ.get(key) for key in emulator.env()}
-    os.environ.update(emulator.env())
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _warm_up(
     count: int,
     servers: dict[str, HandlerServer],
@@ -190,7 +173,7 @@ def run_bench(
     links: list[LatencyLink] = []
     every_server: dict[str, HandlerServer] = {}  # what to stop, by a name for the log
     try:
-        with _emulator_env(emulator):
+        with emulator.as_process_env():
             envs = {side: side_env(emulator, side, workdir) for side in SIDES}
             for side in SIDES:
                 source, target = ENTRY_POINTS[side]

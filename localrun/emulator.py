@@ -8,6 +8,7 @@ is missing, `EmulatorMissing` says what to install.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +84,20 @@ class FirestoreEmulator(ServiceProcess):
     def env(self) -> dict[str, str]:
         """Variables that point the Firestore client library at this emulator."""
         return {"FIRESTORE_EMULATOR_HOST": self.host, "GOOGLE_CLOUD_PROJECT": self.project}
+
+    @contextlib.contextmanager
+    def as_process_env(self) -> Iterator[None]:
+        """Point this process's Firestore clients at the emulator, restoring the env after."""
+        saved = {key: os.environ.get(key) for key in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def _wait_ready(host: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:

@@ -8,7 +8,6 @@ the exit status is non-zero: a missing emulator never looks like a clean pass.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -25,17 +24,8 @@ def firestore_emulator() -> Iterator[FirestoreEmulator]:
         emulator = start_emulator()
     except EmulatorMissing as exc:
         pytest.skip(f"{MISSING_PREFIX}: {exc}")
-    saved = {key: os.environ.get(key) for key in emulator.env()}
-    os.environ.update(emulator.env())
-    try:
+    with emulator, emulator.as_process_env():
         yield emulator
-    finally:
-        emulator.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture
