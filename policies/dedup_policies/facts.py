@@ -1,0 +1,199 @@
+"""The facts every part of the bundle must agree on, in one Pulumi-free module.
+
+The handler, the Pulumi program, the local demo and the policy pack each need the
+same Cloud Scheduler limits, retry arithmetic, unix-cron rules, Firestore id rules
+and the handler's own defaults. They import them from here. The policy pack must
+install on its own (it ships with only the Pulumi SDKs), so it carries a
+byte-identical copy at `policies/dedup_policies/facts.py`; `tests/test_shared_facts.py`
+fails when the two differ. Standard library only, no imports from the rest of the
+bundle.
+
+Sources: Cloud Scheduler REST reference (`Job.attemptDeadline`, `RetryConfig`),
+"Deduplicate job requests" (headers, unix-cron), Firestore `CreateDatabaseRequest`
+(database ids) and "Manage data retention with TTL policies" (the TTL field).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- Cloud Scheduler ------------------------------------------------------------------------
+
+# Headers Cloud Scheduler adds to every HTTP-target delivery; the run key is built from them.
+JOB_HEADER = "X-CloudScheduler-JobName"
+SCHEDULE_HEADER = "X-CloudScheduler-ScheduleTime"
+
+# attemptDeadline for HTTP targets: default 3 minutes, allowed 15 seconds to 30 minutes.
+DEFAULT_ATTEMPT_DEADLINE_S = 180
+MIN_ATTEMPT_DEADLINE_S = 15
+MAX_ATTEMPT_DEADLINE_S = 30 * 60
+# RetryConfig.retryCount: 0 to 5; larger or negative values are rejected.
+MAX_RETRY_COUNT = 5
+# RetryConfig.maxDoublings has no documented upper bound; past 16 doublings of the
+# 5 s default, the interval is beyond maxBackoffDuration's useful range anyway.
+MAX_DOUBLINGS = 16
+
+# A Cloud Scheduler JOB_ID: letters, digits, hyphens and underscores, at most 500.
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,500}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """A job's RetryConfig, durations in seconds, Cloud Scheduler's defaults filled in."""
+
+    retry_count: int = 0
+    max_retry_duration_s: float = 0  # 0: no time limit
+    min_backoff_s: float = 5
+    max_backoff_s: float = 3600
+    max_doublings: int = 5
+
+    def backoff_s(self, retry_index: int) -> float:
+        """Wait before retry number `retry_index` (0-based), as Cloud Scheduler spaces them.
+
+        The interval doubles `max_doublings` times, then grows linearly by the last
+        doubled interval, and never exceeds `max_backoff_s` (RetryConfig.maxDoublings).
+        """
+        doublings = max(0, self.max_doublings)
+        if retry_index <= doublings:
+            wait = self.min_backoff_s * 2**retry_index
+        else:
+            wait = self.min_backoff_s * 2**doublings * (retry_index - doublings + 1)
+        return min(wait, self.max_backoff_s)
+
+    def retry_window_s(self, attempt_deadline_s: float) -> float:
+        """Longest time from a run's first attempt until its last attempt can end.
+
+        With both `retry_count` and `max_retry_duration` set, Cloud Scheduler retries
+        until both limits are reached, so the longer of the two bounds the window; a
+        retry that starts just before `max_retry_duration` may run a full deadline.
+        """
+        retries = max(0, self.retry_count)
+        window = attempt_deadline_s * (retries + 1) + sum(self.backoff_s(i) for i in range(retries))
+        if self.max_retry_duration_s > 0:
+            window = max(window, self.max_retry_duration_s + attempt_deadline_s)
+        return window
+
+
+# --- unix-cron ------------------------------------------------------------------------------
+
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
+    # name, lowest, highest, names usable instead of numbers (from `lowest` on)
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day of month", 1, 31, ()),
+    ("month", 1, 12, _MONTHS),
+    ("day of week", 0, 7, _DAYS),
+)
+# Quartz-only day forms: last day (L, 5L, L-3), nearest weekday (15W, LW).
+_QUARTZ = re.compile(r"\d*L(-\d+)?|\d+W|LW")
+_GROC_START = re.compile(
+    r"(every|\d+(st|nd|rd|th)|first|second|third|fourth|last|[a-z]+day)\b", re.IGNORECASE
+)
+
+
+def _cron_value(token: str, low: int, names: tuple[str, ...]) -> int | None:
+    if token.isascii() and token.isdigit():
+        return int(token)
+    if token.upper() in names:
+        return names.index(token.upper()) + low
+    return None
+
+
+def _cron_field_problem(text: str, field: str, low: int, high: int, names: tuple[str, ...]) -> str:
+    for part in text.split(","):
+        if "?" in part or "#" in part or _QUARTZ.fullmatch(part.upper()):
+            return f"{field} field {text!r} uses Quartz syntax, not unix-cron"
+        base, slash, step = part.partition("/")
+        if slash and not (step.isascii() and step.isdigit() and int(step) > 0):
+            return f"{field} field {text!r}: step {step!r} is not a positive number"
+        if base == "*":
+            continue
+        bounds = base.split("-")
+        if len(bounds) > 2:
+            return f"{field} field {text!r} is not unix-cron"
+        values = [_cron_value(token, low, names) for token in bounds]
+        if None in values:
+            return f"{field} field {text!r}: {base!r} is not a number or name"
+        if any(not low <= value <= high for value in values):  # type: ignore[operator]
+            return f"{field} field {text!r} is outside {low}-{high}"
+        if len(values) == 2 and values[0] > values[1]:  # type: ignore[operator]
+            return f"{field} field {text!r}: range {base!r} runs backwards"
+    return ""
+
+
+def unix_cron_problem(schedule: str) -> str:
+    """Why `schedule` is not a 5-field unix-cron expression; "" when it is one.
+
+    Cloud Scheduler also accepts the English groc format ("every 5 minutes"), but only
+    unix-cron schedules are guaranteed to carry X-CloudScheduler-ScheduleTime, which
+    the run key is built from ("Deduplicate job requests").
+    """
+    stripped = schedule.strip()
+    if _GROC_START.match(stripped):
+        return (
+            f"{schedule!r} is groc syntax; Cloud Scheduler only guarantees the "
+            f"{SCHEDULE_HEADER} header the deduplication relies on for unix-cron, "
+            "so write it as 5 fields, e.g. '*/5 * * * *' for every 5 minutes"
+        )
+    if stripped.startswith("@"):
+        return f"{schedule!r}: cron macros are not supported; use 5 fields"
+    fields = schedule.split()
+    if len(fields) != len(_CRON_FIELDS):
+        return (
+            f"{schedule!r} has {len(fields)} fields; unix-cron needs 5: "
+            "minute hour day-of-month month day-of-week"
+        )
+    for text, (field, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        problem = _cron_field_problem(text, field, low, high, names)
+        if problem:
+            return problem
+    return ""
+
+
+# --- Firestore ------------------------------------------------------------------------------
+
+# A database id is "(default)" or 4-63 of a-z, 0-9 and '-', starting with a letter and
+# ending with a letter or digit, and not UUID-like (CreateDatabaseRequest.database_id).
+DEFAULT_DATABASE = "(default)"
+_DATABASE_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+_UUID_LIKE = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+DATABASE_ID_RULE = "'(default)' or 4-63 of a-z, 0-9, '-', starting with a letter"
+
+
+def is_database_id(value: str) -> bool:
+    """True for exactly the database ids Firestore accepts."""
+    if value == DEFAULT_DATABASE:
+        return True
+    return bool(_DATABASE_ID.fullmatch(value)) and not _UUID_LIKE.fullmatch(value)
+
+
+# Collection ids the bundle accepts: a safe subset of what Firestore allows.
+COLLECTION_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+# The Timestamp field each ledger document expires at; a TTL policy is set on it.
+TTL_FIELD = "expire_at"
+# The subcollection of each run document holding its checkpoints and outputs.
+WORK_COLLECTION = "runledger_work"
+# Exactly the Firestore permissions the handler uses: get (read a run or its work
+# items), create (claim with exists=false, once-only checkpoints and outputs) and
+# update (update_time-guarded renewal, completion and release). It never deletes,
+# lists, queries or opens a transaction.
+LEDGER_PERMISSIONS = (
+    "datastore.entities.create",
+    "datastore.entities.get",
+    "datastore.entities.update",
+)
+
+# --- the handler's settings -----------------------------------------------------------------
+
+DEFAULT_COLLECTION = "scheduler_runs"
+DEFAULT_LEASE_S = 360
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+DEFAULT_PROJECT_HEADER = "X-Dedup-Project"
+DEFAULT_REGION_HEADER = "X-Dedup-Region"
+DEFAULT_JOBS_MODULE = "jobs"
+# DEDUP_MANUAL_RUNS: "separate" runs a forced run under its own key, "reject" refuses it.
+MANUAL_RUN_MODES = ("separate", "reject")
+HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
