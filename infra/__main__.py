@@ -1,7 +1,7 @@
 """Pulumi program: read the stack config, build one `DedupSchedule`, export what users need.
 
-All resources live in `dedup_schedule.component`; this file only adapts
-`pulumi.Config` to the shared, Pulumi-free config parser.
+All resources live under `dedup_schedule.component.DedupSchedule`; this file only
+adapts `pulumi.Config` to the shared, Pulumi-free config parser.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pulumi
 
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
-from dedup_schedule.config import ConfigError, parse_config
+from dedup_schedule.config import ConfigError
+from dedup_schedule.config_reader import parse_config
 from dedup_schedule.source import HandlerSourceError
 
 

@@ -1,8 +1,8 @@
 """The stack config, as the demo uses it: the Scheduler's jobs and the handler's env, compressed.
 
 The jobs, schedules, deadlines, retry policies, headers and the handler's
-DEDUP_* settings all come from `dedup_schedule.config`, the loader the Pulumi
-program uses, so the demo runs exactly what `pulumi up` would deploy. Only
+DEDUP_* settings all come from `dedup_schedule.stack_file`, which parses the stack
+the way the Pulumi program does, so the demo runs exactly what `pulumi up` would deploy. Only
 durations change: each job's clock runs faster by its own factor, chosen so
 its attempt deadline lasts a second or two, and the handler's lease is
 scaled to match. Retention is not scaled: the handler judges schedule times
@@ -43,14 +43,16 @@ class StackError(Exception):
 
 
 def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
-    from dedup_schedule.config import ConfigError, load_stack_config
+    from dedup_schedule.config import ConfigError
+    from dedup_schedule.stack_file import load_stack_config, stack_file
 
-    if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
-        known = sorted(
-            p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml")
-        )
-        raise StackError(f"unknown stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
     try:
+        path = stack_file(project_dir, stack)
+        if not path.is_file():
+            known = sorted(
+                p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml")
+            )
+            raise StackError(f"unknown stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
         return load_stack_config(project_dir, stack)
     except ConfigError as exc:
         raise StackError(str(exc)) from None

@@ -12,16 +12,17 @@ Public API (shared with the policy pack's offline checker; keep it stable):
         A list of CapturedResource, the root stack first, with `.stack_outputs`.
     CapturedResource
         type, name, urn, id, custom, inputs, outputs, parent, dependencies,
-        property_dependencies, provider, protect.
+        property_dependencies, provider, protect, aliases.
     ProgramFailed
         The program stopped cleanly with a message (config errors, pulumi.RunError).
 
-The runner knows nothing about this repository's infrastructure code: it reads
-`Pulumi.yaml` (project name, `main`, `stackConfigDir`) and `Pulumi.<stack>.yaml`,
-passes the stack config through PULUMI_CONFIG as the Python language host does,
-and runs `main`. It therefore works on any copy of the template. The mocks fill the
-computed outputs Google Cloud would return (service account emails, Cloud Run
-URIs, resource ids), so `apply` callbacks see realistic values instead of None.
+The runner knows nothing about the resources this repository's program creates: it
+reads `Pulumi.yaml` (project name, `main`, `stackConfigDir`) and `Pulumi.<stack>.yaml`
+with the template's one stack-file reader (`dedup_schedule.stack_file`), passes the
+stack config through PULUMI_CONFIG as the Python language host does, and runs `main`.
+It therefore works on any copy of the template. The mocks fill the computed outputs
+Google Cloud would return (service account emails, Cloud Run URIs, resource ids), so
+`apply` callbacks see realistic values instead of None.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.settings import get_root_resource, reset_options
+
+from dedup_schedule.config import ConfigError
+from dedup_schedule.stack_file import read_project, read_stack_values, stack_file
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -63,6 +66,8 @@ class CapturedResource:
     property_dependencies: per input property, the URNs its value came from.
     provider: provider reference, or None for the default provider.
     protect: whether the resource was registered with `protect=True`.
+    aliases: the URNs its `aliases` option says it had before, resolved as the engine
+        does (an alias spec leaves out what did not change: name, type or parent).
     """
 
     type: str
@@ -77,6 +82,7 @@ class CapturedResource:
     property_dependencies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     provider: str | None = None
     protect: bool = False
+    aliases: tuple[str, ...] = ()
 
 
 class ProgramResources(list[CapturedResource]):
@@ -292,9 +298,18 @@ class CapturingMonitor(MockMonitor):
                 },
                 provider=request.provider or None,
                 protect=bool(request.protect),
+                aliases=tuple(self._alias_urn(request, alias) for alias in request.aliases),
             )
         )
         return response
+
+    def _alias_urn(self, request: Any, alias: Any) -> str:
+        """The previous URN one alias names: a full URN, or a spec of what differed."""
+        if alias.WhichOneof("alias") == "urn":
+            return alias.urn
+        spec = alias.spec
+        parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+        return self.make_urn(parent, spec.type or request.type, spec.name or request.name)
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
         outputs = rpc.deserialize_properties(request.outputs)
@@ -308,22 +323,13 @@ class CapturingMonitor(MockMonitor):
 class _Project:
     name: str
     program: Path
-    stack_config_dir: Path
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProgramFailed(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ProgramFailed(f"{path}: not valid YAML ({exc})") from None
 
 
 def _read_project(project_dir: Path) -> _Project:
-    document = _read_yaml(project_dir / "Pulumi.yaml")
-    if not isinstance(document, dict) or not isinstance(document.get("name"), str):
-        raise ProgramFailed(f"{project_dir / 'Pulumi.yaml'}: needs a project name")
+    try:
+        document = read_project(project_dir)
+    except ConfigError as error:
+        raise ProgramFailed(str(error)) from None
     runtime = document.get("runtime")
     runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
     if runtime_name != "python":
@@ -335,24 +341,21 @@ def _read_project(project_dir: Path) -> _Project:
         raise ProgramFailed(f"{program}: no __main__.py")
     if not program.exists():
         raise ProgramFailed(f"{program}: main program not found")
-    return _Project(
-        name=document["name"],
-        program=program,
-        stack_config_dir=project_dir / str(document.get("stackConfigDir") or "."),
-    )
+    return _Project(name=document["name"], program=program)
 
 
-def _stack_config(path: Path) -> dict[str, str]:
+def _stack_config(project_dir: Path, stack: str) -> dict[str, str]:
     """The stack's config map as the language host passes it: every value a string."""
-    document = _read_yaml(path) or {}
-    config = document.get("config") or {} if isinstance(document, dict) else None
-    if not isinstance(config, dict):
-        raise ProgramFailed(f"{path}: 'config' must be a map")
+    try:
+        config = read_stack_values(project_dir, stack)
+    except ConfigError as error:
+        raise ProgramFailed(str(error)) from None
     flat: dict[str, str] = {}
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             raise ProgramFailed(
-                f"{path}: {key} is an encrypted secret; offline runs cannot decrypt"
+                f"{stack_file(project_dir, stack)}: {key} is an encrypted secret; "
+                "offline runs cannot decrypt"
             )
         flat[str(key)] = value if isinstance(value, str) else json.dumps(value)
     return flat
@@ -418,7 +421,7 @@ def run_program(project_dir: Path, stack: str) -> ProgramResources:
     """
     project_dir = Path(project_dir).resolve()
     project = _read_project(project_dir)
-    config = _stack_config(project.stack_config_dir / f"Pulumi.{stack}.yaml")
+    config = _stack_config(project_dir, stack)
     mocks = GcpMocks(config.get("gcp:project"), config.get("gcp:region"))
     monitor = CapturingMonitor(mocks)
     stack_outputs: dict[str, Any] = {}

@@ -33,9 +33,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pulumi_policy import EnforcementLevel
 
+from dedup_schedule.config import ConfigError
+from dedup_schedule.stack_file import read_project_name
 from offline.analyzer import Diagnostic, evaluate
 from offline.errors import CheckError
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
@@ -45,11 +46,9 @@ from offline.stack_resources import as_first_preview, run_stack
 
 def _project_name(project_dir: Path) -> str:
     try:
-        document = yaml.safe_load((project_dir / "Pulumi.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CheckError(f"{project_dir / 'Pulumi.yaml'}: {exc}") from None
-    name = document.get("name") if isinstance(document, dict) else None
-    return name if isinstance(name, str) else project_dir.name
+        return read_project_name(project_dir)
+    except ConfigError as exc:
+        raise CheckError(str(exc)) from None
 
 
 def report(diagnostics: list[Diagnostic], out: io.TextIOBase | Any) -> None:

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from dedup_schedule.config import ConfigError, check_cron, load_stack_config, parse_config
+from dedup_schedule.config import ConfigError
+from dedup_schedule.config_reader import parse_config
+from dedup_schedule.stack_file import load_stack_config
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "scheduler-dedup:"
@@ -164,7 +166,7 @@ def test_values_stored_as_strings_by_the_cli_are_parsed() -> None:
     ],
 )
 def test_unix_cron_forms_are_accepted(schedule: str) -> None:
-    check_cron(schedule)
+    assert parse_config(with_job(schedule=schedule)).jobs[1].schedule == schedule
 
 
 @pytest.mark.parametrize(
@@ -177,12 +179,12 @@ def test_unix_cron_forms_are_accepted(schedule: str) -> None:
         ),
         (with_job(schedule="1st monday of month 09:00"), "jobs[1].schedule: '1st monday"),
         (with_job(schedule="0 0 * * * *"), "jobs[1].schedule: '0 0 * * * *' has 6 fields"),
-        (with_job(schedule="60 * * * *"), "jobs[1].schedule: minute field: 60 is outside 0-59"),
-        (with_job(schedule="0 25 * * *"), "jobs[1].schedule: hour field: 25 is outside 0-23"),
-        (with_job(schedule="0 0 0 * *"), "day of month field: 0 is outside 1-31"),
-        (with_job(schedule="0 0 ? * MON"), "day of month field: '?' uses Quartz syntax"),
-        (with_job(schedule="0 0 * * 5-1"), "day of week field: range '5-1' runs backwards"),
-        (with_job(schedule="*/0 * * * *"), "minute field: step '0' is not a positive number"),
+        (with_job(schedule="60 * * * *"), "jobs[1].schedule: minute field '60' is outside 0-59"),
+        (with_job(schedule="0 25 * * *"), "jobs[1].schedule: hour field '25' is outside 0-23"),
+        (with_job(schedule="0 0 0 * *"), "day of month field '0' is outside 1-31"),
+        (with_job(schedule="0 0 ? * MON"), "day of month field '?' uses Quartz syntax"),
+        (with_job(schedule="0 0 * * 5-1"), "day of week field '5-1': range '5-1' runs backwards"),
+        (with_job(schedule="*/0 * * * *"), "minute field '*/0': step '0' is not a positive number"),
         (with_job(schedule="@daily"), "cron macros are not supported"),
         (with_job(schedule=""), "jobs[1].schedule: required"),
         (with_job(attemptDeadline="10s"), "jobs[1].attemptDeadline: 10s is outside"),
@@ -216,6 +218,12 @@ def test_unix_cron_forms_are_accepted(schedule: str) -> None:
         (minimal(concurrency=8, cpu="0.5"), "scheduler-dedup:concurrency: 8 concurrent requests"),
         (minimal(manualRuns="sometimes"), "scheduler-dedup:manualRuns: 'sometimes' is not one of"),
         (minimal(database={"name": "Ledger_DB"}), "scheduler-dedup:database.name: 'Ledger_DB'"),
+        (minimal(database={"name": "abc"}), "scheduler-dedup:database.name: 'abc' is not"),
+        (
+            # Firestore refuses UUID-like database ids even where the characters fit.
+            minimal(database={"name": "abcdef12-3456-7890-abcd-ef1234567890"}),
+            "database.name: 'abcdef12-3456-7890-abcd-ef1234567890' is not a Firestore database id",
+        ),
         (minimal(database={"create": "yes"}), "scheduler-dedup:database.create: 'yes' is not"),
         (minimal(database={"pitr": True}), "scheduler-dedup:database.pitr: unknown key"),
         (minimal(collection="runs/2024"), "scheduler-dedup:collection: 'runs/2024' is not"),
@@ -271,3 +279,16 @@ def test_load_stack_config_names_a_missing_stack_file(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"Pulumi\.nope\.yaml: cannot read"):
         load_stack_config(tmp_path, "nope")
+
+
+def test_load_stack_config_follows_the_projects_stack_config_dir(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text(
+        "name: renamed\nruntime: python\nstackConfigDir: stacks\n"
+    )
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.dev.yaml").write_text(
+        "config:\n  gcp:project: my-project-1\n  gcp:region: us-central1\n"
+        "  renamed:jobs:\n    - id: j\n      schedule: 0 * * * *\n"
+    )
+
+    assert [job.id for job in load_stack_config(tmp_path, "dev").jobs] == ["j"]

@@ -28,6 +28,11 @@ FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 COMPONENT = "scheduler-dedup:index:DedupSchedule"
+CHILD_COMPONENTS = (
+    "scheduler-dedup:index:RunLedger",
+    "scheduler-dedup:index:HandlerService",
+    "scheduler-dedup:index:ScheduledJobs",
+)
 IAM_TYPES = (
     "gcp:projects/iAMMember:IAMMember",
     "gcp:serviceaccount/iAMMember:IAMMember",
@@ -70,12 +75,52 @@ def strings(value: Any) -> list[str]:
 def test_one_component_owns_every_resource_with_names_from_the_prefix(resources) -> None:
     component = only(resources, COMPONENT)
     stack = only(resources, STACK_TYPE)
+    children = [only(resources, type_) for type_ in CHILD_COMPONENTS]
 
     assert component.parent == stack.urn
+    assert {child.name for child in children} == {"dedup-ledger", "dedup-service", "dedup-jobs"}
+    assert all(child.parent == component.urn for child in children)
+    owners = {component.urn, *(child.urn for child in children)}
     for resource in resources:
-        if resource.type not in (STACK_TYPE, COMPONENT):
-            assert resource.parent == component.urn, resource.name
-            assert resource.name.startswith("dedup-"), resource.name
+        if resource.type != STACK_TYPE:
+            assert resource.parent in owners or resource is component, resource.name
+            assert resource.name.startswith("dedup-") or resource is component, resource.name
+
+
+def test_resources_moved_into_child_components_keep_their_previous_urns(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # Before the split by concern every resource was a direct child of DedupSchedule.
+    # Each one a child component now owns carries an alias to that URN, so an existing
+    # stack updates it in place instead of replacing it (the ledger database above all).
+    jobs = multi_job_config["scheduler-dedup:jobs"]
+    jobs[0]["target"] = {"workflow": f"projects/{PROJECT}/locations/{REGION}/workflows/etl"}
+    jobs[1]["target"] = {"cloudRunJob": "projects/batch-jobs-prod/locations/us-east1/jobs/sync"}
+    resources = run_program(make_stack(multi_job_config), "test")
+    component = only(resources, COMPONENT)
+
+    moved = {r.name for r in resources if r.custom and r.parent != component.urn}
+    assert {
+        "dedup-ledger-db",
+        "dedup-ledger-ttl",
+        "dedup-work-ttl",
+        "dedup-runtime-ledger-access",
+        "dedup-build-sa",
+        "dedup-source-archive",
+        "dedup-handler",
+        "dedup-invoker-run",
+        "dedup-target-nightly-report",
+        "dedup-run-job-role-batch-jobs-prod",
+        "dedup-job-hourly-sync",
+    } <= moved
+    for resource in resources:
+        if resource.custom:
+            previous = (
+                f"urn:pulumi:test::scheduler-dedup::{COMPONENT}${resource.type}::{resource.name}"
+            )
+            assert previous in (resource.urn, *resource.aliases), resource.name
+    for child in CHILD_COMPONENTS:
+        assert only(resources, child).aliases == ()
 
 
 def test_required_apis_are_enabled_and_left_on_at_destroy(resources) -> None:

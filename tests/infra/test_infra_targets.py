@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from dedup_schedule.config import WORK_COLLECTION
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,10 +125,10 @@ def test_work_items_get_the_same_ttl_policy_as_the_ledger(plain) -> None:
     assert work.urn not in ledger.dependencies
 
 
-def test_work_collection_is_the_one_the_handler_writes() -> None:
-    from runledger.firestore_store import WORK_COLLECTION as HANDLER_WORK_COLLECTION
+def test_work_ttl_covers_the_collection_the_handler_writes(plain) -> None:
+    from runledger.firestore_store import WORK_COLLECTION
 
-    assert WORK_COLLECTION == HANDLER_WORK_COLLECTION
+    assert named(plain, "dedup-work-ttl").inputs["collection"] == WORK_COLLECTION
 
 
 def test_the_ledger_collection_cannot_be_the_work_collection(

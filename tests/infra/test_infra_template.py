@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dedup_schedule.config import PROJECT_KEYS
+from dedup_schedule.config_reader import PROJECT_KEYS
 from offline.mockrun import run_program
 from tests.clitools import run_module
 
@@ -74,9 +74,9 @@ def test_a_renamed_and_edited_copy_runs_its_own_code(project_copy: Path) -> None
         project_file.read_text().replace("name: scheduler-dedup", "name: team-schedules"),
         encoding="utf-8",
     )
-    component = project_copy / "infra" / "dedup_schedule" / "component.py"
-    component.write_text(
-        component.read_text().replace(
+    handler_service = project_copy / "infra" / "dedup_schedule" / "handler_service.py"
+    handler_service.write_text(
+        handler_service.read_text().replace(
             "Runs each scheduled job once per scheduled time.", "Edited in the copy."
         ),
         encoding="utf-8",
@@ -104,7 +104,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO / "infra")!r})
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
-from dedup_schedule.config import parse_config
+from dedup_schedule.config_reader import parse_config
 
 for prefix in ("billing", "reports"):
     config = parse_config({{
@@ -123,9 +123,13 @@ for prefix in ("billing", "reports"):
     components = resources.of_type("scheduler-dedup:index:DedupSchedule")
     assert sorted(c.name for c in components) == ["billing", "reports"]
     for component in components:
-        children = [r for r in resources if r.parent == component.urn]
-        assert len(children) > 20
-        assert all(child.name.startswith(f"{component.name}-") for child in children)
+        owned = {component.urn}
+        for resource in resources:  # parents register before their children
+            if resource.parent in owned:
+                owned.add(resource.urn)
+        descendants = [r for r in resources if r.urn in owned - {component.urn}]
+        assert len(descendants) > 20
+        assert all(r.name.startswith(f"{component.name}-") for r in descendants)
     assert len({r.urn for r in resources}) == len(resources)
 
 

@@ -1,0 +1,299 @@
+"""`HandlerService`: the handler built from source as a Cloud Run function, and who may call it.
+
+* build account: writes the image to this stack's own repository, reads the source,
+  writes build logs;
+* invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
+* Cloud Scheduler service agent: may mint OIDC tokens for the invoker account only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_gcp as gcp
+
+from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.placement import Placement
+from dedup_schedule.project_setup import service_account
+from dedup_schedule.source import handler_files, source_digest
+
+ENTRY_POINT = "handle_scheduled_job"
+
+
+@dataclass(frozen=True)
+class HandlerServiceArgs:
+    """Inputs of `HandlerService`.
+
+    config: the validated stack config (function settings and the handler's DEDUP_* env).
+    handler_dir: the handler's source directory on disk, packaged on every run.
+    runtime_email: the account the function runs as.
+    invoker: the account Cloud Scheduler calls the function as; the only one allowed to.
+    ledger_access: the runtime account's ledger grant, in place before the first request.
+    """
+
+    placement: Placement
+    config: ScheduleConfig
+    handler_dir: Path
+    runtime_email: pulumi.Input[str]
+    invoker: gcp.serviceaccount.Account
+    ledger_access: pulumi.Resource
+
+
+class HandlerService(pulumi.ComponentResource):
+    """The deduplicating handler as a private Cloud Run function only Cloud Scheduler calls."""
+
+    service_url: pulumi.Output[str]
+    build_service_account: pulumi.Output[str]
+    invocation_grants: list[pulumi.Resource]
+
+    def __init__(
+        self, name: str, args: HandlerServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("scheduler-dedup:index:HandlerService", name, None, opts)
+        cfg = args.config
+        # Service agents are named after the project number, which config does not hold.
+        project_number = gcp.organizations.get_project_output(
+            project_id=cfg.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.placement.apis)),
+        ).number
+        place = args.placement
+        build_account = service_account(
+            place.prefix,
+            cfg.project,
+            "build",
+            "Builds the handler's container image",
+            place.opts(self),
+        )
+        bucket, source_object = _upload_source(self, args)
+        repository = _image_repository(self, args)
+        build_grants = _grant_build(
+            self, args, build_account.member, bucket, repository, project_number
+        )
+        function = _function(
+            self,
+            args,
+            build_account,
+            source_object,
+            repository,
+            # The build needs its grants in place; the first request needs the ledger's.
+            [*build_grants, args.ledger_access],
+        )
+        self.service_url = function.service_config.apply(lambda service: service.uri)
+        self.build_service_account = build_account.email
+        self.invocation_grants = _grant_invocation(self, args, function, project_number)
+        self.register_outputs(
+            {"serviceUrl": self.service_url, "buildServiceAccount": self.build_service_account}
+        )
+
+
+def _upload_source(
+    parent: HandlerService, args: HandlerServiceArgs
+) -> tuple[gcp.storage.Bucket, gcp.storage.BucketObject]:
+    """The stack's source bucket and the handler's archive in it, named by content hash."""
+    cfg, place = args.config, args.placement
+    files = handler_files(args.handler_dir)
+    bucket = gcp.storage.Bucket(
+        place.name("source"),
+        gcp.storage.BucketArgs(
+            project=cfg.project,
+            name=f"{cfg.project}-{place.prefix}-source",
+            location=cfg.region,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            # Only build inputs live here; they are re-uploaded from the repo.
+            force_destroy=True,
+        ),
+        opts=place.opts(parent),
+    )
+    source_object = gcp.storage.BucketObject(
+        place.name("source-archive"),
+        gcp.storage.BucketObjectArgs(
+            bucket=bucket.name,
+            name=f"handler-{source_digest(files)[:20]}.zip",
+            source=pulumi.AssetArchive(
+                {name: pulumi.FileAsset(str(path)) for name, path in files.items()}
+            ),
+        ),
+        opts=place.opts(parent),
+    )
+    return bucket, source_object
+
+
+def _image_repository(
+    parent: HandlerService, args: HandlerServiceArgs
+) -> gcp.artifactregistry.Repository:
+    cfg, place = args.config, args.placement
+    return gcp.artifactregistry.Repository(
+        place.name("images"),
+        gcp.artifactregistry.RepositoryArgs(
+            project=cfg.project,
+            location=cfg.region,
+            repository_id=place.name("handler"),
+            format="DOCKER",
+            description="Container images built from the handler source.",
+        ),
+        opts=place.opts(parent),
+    )
+
+
+def _grant_build(
+    parent: HandlerService,
+    args: HandlerServiceArgs,
+    build_member: pulumi.Output[str],
+    bucket: gcp.storage.Bucket,
+    repository: gcp.artifactregistry.Repository,
+    project_number: pulumi.Output[str],
+) -> list[pulumi.Resource]:
+    """What the build account needs, each on the narrowest resource that works."""
+    cfg, place = args.config, args.placement
+    return [
+        # Build logs: Cloud Logging grants writing only at project level or above.
+        gcp.projects.IAMMember(
+            place.name("build-log-writer"),
+            gcp.projects.IAMMemberArgs(
+                project=cfg.project, role="roles/logging.logWriter", member=build_member
+            ),
+            opts=place.opts(parent),
+        ),
+        # Image push (and buildpack cache) to this stack's repository only.
+        gcp.artifactregistry.RepositoryIamMember(
+            place.name("build-image-writer"),
+            gcp.artifactregistry.RepositoryIamMemberArgs(
+                project=cfg.project,
+                location=cfg.region,
+                repository=repository.repository_id,
+                role="roles/artifactregistry.writer",
+                member=build_member,
+            ),
+            opts=place.opts(parent),
+        ),
+        # Read the uploaded archive in this stack's bucket.
+        gcp.storage.BucketIAMMember(
+            place.name("build-source-reader"),
+            gcp.storage.BucketIAMMemberArgs(
+                bucket=bucket.name, role="roles/storage.objectViewer", member=build_member
+            ),
+            opts=place.opts(parent),
+        ),
+        # Cloud Run functions copies the archive into its own per-region bucket
+        # (gcf-v2-sources-NUMBER-REGION, created on first deploy, so it cannot be
+        # targeted by a bucket-level grant) and the build fetches it from there.
+        gcp.projects.IAMMember(
+            place.name("build-staged-source-reader"),
+            gcp.projects.IAMMemberArgs(
+                project=cfg.project,
+                role="roles/storage.objectViewer",
+                member=build_member,
+                condition=gcp.projects.IAMMemberConditionArgs(
+                    title=f"{place.prefix} staged function sources only",
+                    description="The bucket Cloud Run functions stages sources in.",
+                    expression=project_number.apply(
+                        lambda number: (
+                            'resource.name.startsWith("projects/_/buckets/'
+                            f'gcf-v2-sources-{number}-{cfg.region}")'
+                        )
+                    ),
+                ),
+            ),
+            opts=place.opts(parent),
+        ),
+    ]
+
+
+def _function(
+    parent: HandlerService,
+    args: HandlerServiceArgs,
+    build_account: gcp.serviceaccount.Account,
+    source_object: gcp.storage.BucketObject,
+    repository: gcp.artifactregistry.Repository,
+    depends_on: list[pulumi.Resource],
+) -> gcp.cloudfunctionsv2.Function:
+    cfg, place = args.config, args.placement
+    environment = {
+        **cfg.handler_env(),
+        # Only Cloud Scheduler's identity may trigger runs, checked again in the
+        # handler on the verified token Cloud Run forwards.
+        "DEDUP_ALLOWED_INVOKERS": args.invoker.email,
+    }
+    return gcp.cloudfunctionsv2.Function(
+        place.name("handler"),
+        gcp.cloudfunctionsv2.FunctionArgs(
+            project=cfg.project,
+            location=cfg.region,
+            name=place.name("handler"),
+            description="Runs each scheduled job once per scheduled time.",
+            build_config=gcp.cloudfunctionsv2.FunctionBuildConfigArgs(
+                runtime=cfg.handler_runtime,
+                entry_point=ENTRY_POINT,
+                service_account=build_account.name,
+                docker_repository=pulumi.Output.concat(
+                    "projects/",
+                    cfg.project,
+                    "/locations/",
+                    cfg.region,
+                    "/repositories/",
+                    repository.repository_id,
+                ),
+                source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgs(
+                    storage_source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceStorageSourceArgs(
+                        bucket=source_object.bucket,
+                        object=source_object.name,
+                    ),
+                ),
+            ),
+            service_config=gcp.cloudfunctionsv2.FunctionServiceConfigArgs(
+                service_account_email=args.runtime_email,
+                timeout_seconds=cfg.request_timeout_s,
+                max_instance_count=cfg.max_instances,
+                max_instance_request_concurrency=cfg.concurrency,
+                available_cpu=cfg.cpu,
+                available_memory=cfg.memory,
+                environment_variables=environment,
+                # Cloud Scheduler calls from outside any VPC, so ingress stays open;
+                # IAM (run.invoker for the invoker account only) is the gate.
+                ingress_settings="ALLOW_ALL",
+                all_traffic_on_latest_revision=True,
+            ),
+        ),
+        opts=place.opts(parent, depends_on),
+    )
+
+
+def _grant_invocation(
+    parent: HandlerService,
+    args: HandlerServiceArgs,
+    function: gcp.cloudfunctionsv2.Function,
+    project_number: pulumi.Output[str],
+) -> list[pulumi.Resource]:
+    """Let Cloud Scheduler, and nobody else, call the service as the invoker account."""
+    cfg, place = args.config, args.placement
+    run_invoker = gcp.cloudrunv2.ServiceIamMember(
+        place.name("invoker-run"),
+        gcp.cloudrunv2.ServiceIamMemberArgs(
+            project=cfg.project,
+            location=cfg.region,
+            # The function's underlying Cloud Run service, fully qualified.
+            name=function.service_config.apply(lambda service: service.service),
+            role="roles/run.invoker",
+            member=args.invoker.member,
+        ),
+        opts=place.opts(parent),
+    )
+    # The Scheduler service agent mints the job's OIDC token as the invoker
+    # account; getOpenIdToken is all it needs, on that account only.
+    token_minter = gcp.serviceaccount.IAMMember(
+        place.name("scheduler-agent-oidc"),
+        gcp.serviceaccount.IAMMemberArgs(
+            service_account_id=args.invoker.name,
+            role="roles/iam.serviceAccountOpenIdTokenCreator",
+            member=project_number.apply(
+                lambda number: (
+                    f"serviceAccount:service-{number}@gcp-sa-cloudscheduler.iam.gserviceaccount.com"
+                )
+            ),
+        ),
+        opts=place.opts(parent),
+    )
+    return [run_invoker, token_minter]

@@ -1,0 +1,46 @@
+"""Where `DedupSchedule`'s child components put their resources.
+
+Each resource is named from the schedule's one prefix, waits for the APIs it calls,
+and keeps the identity it had when it was a direct child of `DedupSchedule`.
+A resource's URN encodes its parent chain, so moving it under a child component
+changes its URN; without an alias Pulumi would delete the old resource and create
+a new one (for the Firestore database: a new, empty ledger). `Alias(parent=...)`
+names the previous parent, with name and type unchanged, so an existing stack
+updates in place ("Refactoring with aliases": re-parenting a resource takes an
+alias `{ parent: oldParent }`; pulumi SDK `Alias.parent` docstring: "The previous
+parent of the resource").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Naming, ordering and previous parent shared by every child component's resources.
+
+    prefix: the schedule's name prefix; every resource name is `<prefix>-<suffix>`.
+    apis: the API enablements each resource waits for.
+    moved_from: the `DedupSchedule` whose direct children these resources used to be.
+    """
+
+    prefix: str
+    apis: tuple[pulumi.Resource, ...]
+    moved_from: pulumi.Resource
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}-{suffix}"
+
+    def opts(
+        self, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+    ) -> pulumi.ResourceOptions:
+        """Options for one resource of the child component `parent`."""
+        return pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[*self.apis, *depends_on],
+            aliases=[pulumi.Alias(parent=self.moved_from)],
+        )

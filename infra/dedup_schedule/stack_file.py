@@ -1,0 +1,64 @@
+"""The project and stack files on disk, read without the Pulumi CLI.
+
+The one reader of `Pulumi.yaml` and `Pulumi.<stack>.yaml` for every offline tool:
+`offline.mockrun` (which runs the program the way the language host would),
+`offline.policy_check`, and the local demo (`localrun.demo_stack`). Where the stack
+file lives follows the project file reference ("Pulumi project file reference":
+`stackConfigDir`, relative to `Pulumi.yaml`, default its own directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dedup_schedule.config import ConfigError, ScheduleConfig
+from dedup_schedule.config_reader import parse_config
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+
+
+def read_project(project_dir: Path) -> dict[str, Any]:
+    """The `Pulumi.yaml` of the project in `project_dir`, which must name the project."""
+    project_file = Path(project_dir) / "Pulumi.yaml"
+    document = _read_yaml(project_file)
+    name = document.get("name") if isinstance(document, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{project_file}: has no project name")
+    return document
+
+
+def read_project_name(project_dir: Path) -> str:
+    """The `name:` of the Pulumi project in `project_dir` (the namespace of its own keys)."""
+    return read_project(project_dir)["name"]
+
+
+def stack_file(project_dir: Path, stack: str) -> Path:
+    """Where `stack`'s settings live: `Pulumi.<stack>.yaml` in the project's stackConfigDir."""
+    project_dir = Path(project_dir)
+    config_dir = read_project(project_dir).get("stackConfigDir") or "."
+    return project_dir / str(config_dir) / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
+    """The raw `config:` map of `stack`'s settings file (empty when it sets none)."""
+    path = stack_file(project_dir, stack)
+    document = _read_yaml(path) or {}
+    config = (document.get("config") or {}) if isinstance(document, dict) else None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: 'config' must be a map")
+    return config
+
+
+def load_stack_config(project_dir: Path, stack: str) -> ScheduleConfig:
+    """Parse `stack`'s settings file in `project_dir` into the schedule it describes."""
+    return parse_config(read_stack_values(project_dir, stack), read_project_name(project_dir))
