@@ -58,6 +58,14 @@ class ReleaseRefused(Exception):
     """An operator release the ledger will not write; the message says why, in one line."""
 
 
+def refuse_release(key: str, record: RunRecord, now: datetime) -> None:
+    """Raise ReleaseRefused unless an operator may give the run back: failed, not expired."""
+    if record.status is not Status.FAILED:
+        raise ReleaseRefused(f"run {key} is {record.status.value}, not failed: nothing to release")
+    if record.is_expired(now):
+        raise ReleaseRefused(f"run {key} is past its expire_at: a new delivery starts it afresh")
+
+
 @dataclass(frozen=True)
 class RunIdentity:
     """What makes two deliveries the same run; `key` is its fixed-length hash."""
@@ -111,11 +119,6 @@ class Ledger:
     def now(self) -> datetime:
         return self._clock()
 
-    @property
-    def store(self) -> RunStore:
-        """The store the ledger writes to; a run's checkpoints and outputs go there too."""
-        return self._store
-
     def expire_at(self, schedule_time: datetime) -> datetime:
         """When a run's record, and everything kept with it, may be deleted by TTL."""
         return schedule_time + self.retention
@@ -167,6 +170,16 @@ class Ledger:
         ):
             raise LeaseLost(f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}")
         return replace(claim, version=current.version, lease_expires=current.record.lease_expires)
+
+    def complete(self, claim: Claim) -> None:
+        self._finish(claim, Status.COMPLETED, error=None)
+
+    def release(self, claim: Claim, error: str) -> None:
+        """Give a run back after a retryable failure so the next delivery claims it at once."""
+        self._finish(claim, Status.RELEASED, error=error)
+
+    def fail(self, claim: Claim, error: str) -> None:
+        self._finish(claim, Status.FAILED, error=error)
 
     # -- the run's checkpoints and outputs (see runledger.work) -------------
 
@@ -221,28 +234,7 @@ class Ledger:
             raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
         return self._store
 
-    def complete(self, claim: Claim) -> None:
-        self._finish(claim, Status.COMPLETED, error=None)
-
-    def release(self, claim: Claim, error: str) -> None:
-        """Give a run back after a retryable failure so the next delivery claims it at once."""
-        self._finish(claim, Status.RELEASED, error=error)
-
-    def fail(self, claim: Claim, error: str) -> None:
-        self._finish(claim, Status.FAILED, error=error)
-
     # -- the operator's release of a dead letter ----------------------------
-
-    def check_release(self, key: str, record: RunRecord) -> None:
-        """Raise ReleaseRefused unless an operator may give the run back: failed, not expired."""
-        if record.status is not Status.FAILED:
-            raise ReleaseRefused(
-                f"run {key} is {record.status.value}, not failed: nothing to release"
-            )
-        if record.is_expired(self._clock()):
-            raise ReleaseRefused(
-                f"run {key} is past its expire_at: a new delivery starts it afresh"
-            )
 
     def release_failed(
         self, key: str, seen: Versioned, released_by: str, clear_checkpoints: Sequence[str]
@@ -252,7 +244,7 @@ class Ledger:
         Its next delivery claims it at once and redoes it. The named checkpoints
         are deleted in the same commit, so every one of those stages is redone.
         """
-        self.check_release(key, seen.record)
+        refuse_release(key, seen.record, self._clock())
         changes = {
             "status": Status.RELEASED.value,
             "released_at": self._clock(),

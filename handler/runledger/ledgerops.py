@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S
 from runledger.firestore_store import WORK_COLLECTION, FirestoreRunStore
-from runledger.ledger import Ledger, ReleaseRefused, may_take_over
+from runledger.ledger import Ledger, ReleaseRefused, may_take_over, refuse_release
 from runledger.record import RunRecord, Status, Versioned
 from runledger.workitem import WorkItem, WorkKind
 
@@ -75,20 +75,6 @@ class LedgerOps:
     def __init__(self, client: firestore.Client, collection: str) -> None:
         self._collection = client.collection(collection)
         self._store = FirestoreRunStore(client, collection)
-
-    def _ledger(self, now: datetime) -> Ledger:
-        """The ledger as it stands at `now`, for the release's rule and its fenced write.
-
-        A release neither claims nor renews, so the lease and retention it is
-        given (the handler's defaults) are never used.
-        """
-        return Ledger(
-            self._store,
-            lease=timedelta(seconds=DEFAULT_LEASE_S),
-            retention=timedelta(seconds=DEFAULT_RETENTION_S),
-            clock=lambda: now,
-            new_attempt_id=lambda: uuid.uuid4().hex,
-        )
 
     def runs(
         self,
@@ -157,7 +143,7 @@ class LedgerOps:
     def plan_release(self, key: str, now: datetime, clear_checkpoints: bool) -> ReleasePlan:
         row = self.find(key)
         try:
-            self._ledger(now).check_release(row.key, row.record)
+            refuse_release(row.key, row.record, now)
         except ReleaseRefused as exc:
             raise OpsError(str(exc)) from exc
         checkpoints = []
@@ -169,9 +155,18 @@ class LedgerOps:
 
     def release(self, plan: ReleasePlan, now: datetime, operator_note: str) -> None:
         """Apply a plan if the run is still exactly as it was read; raise OpsError if not."""
+        # A release neither claims nor renews: the lease and retention given
+        # here (the handler's defaults) are never used.
+        ledger = Ledger(
+            self._store,
+            lease=timedelta(seconds=DEFAULT_LEASE_S),
+            retention=timedelta(seconds=DEFAULT_RETENTION_S),
+            clock=lambda: now,
+            new_attempt_id=lambda: uuid.uuid4().hex,
+        )
         seen = Versioned(plan.row.record, plan.row.version)
         try:
-            self._ledger(now).release_failed(plan.row.key, seen, operator_note, plan.checkpoints)
+            ledger.release_failed(plan.row.key, seen, operator_note, plan.checkpoints)
         except ReleaseRefused as exc:
             raise OpsError(str(exc)) from exc
 
