@@ -24,7 +24,7 @@ from runledger.exceptions import (
 )
 from runledger.invoker import check_invoker
 from runledger.jobs import JobFn, load_jobs
-from runledger.lease import LeaseKeeper
+from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
 from runledger.log import log_line
 from runledger.record import Status
@@ -70,12 +70,15 @@ class App:
         store_factory: Callable[[], RunStore],
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_attempt_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        renewals: Renewals | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
         self._store_factory = store_factory
         self._clock = clock
         self._new_attempt_id = new_attempt_id
+        # Every run of this App renews its lease on the same few threads.
+        self._renewals = RenewalScheduler() if renewals is None else renewals
         self._ledger: Ledger | None = None
         self._ledger_lock = threading.Lock()
 
@@ -160,7 +163,7 @@ class App:
         def on_lost(reason: str) -> None:
             log_line("WARNING", "lease lost while the job runs", run_key=run.key, reason=reason)
 
-        keeper = LeaseKeeper(self.ledger, claim, on_lost)
+        keeper = LeaseKeeper(self.ledger, claim, on_lost, self._renewals)
         context = RunContext.for_attempt(run, keeper, body)
         keeper.start()
         try:

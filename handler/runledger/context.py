@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from runledger.ledger import RunIdentity
 
 T = TypeVar("T")
-# Guards the lazy creation of a context's RunWork: jobs may use threads, and
-# two RunWork objects for one attempt would keep two separate caches.
-_WORK_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,11 @@ class RunContext:
     manual: bool
     body: bytes
     _lease: LeaseKeeper = field(repr=False)
+    # Guards the lazy creation of this context's RunWork: jobs may use threads,
+    # and two RunWork objects for one attempt would keep two separate caches.
+    _work_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def for_attempt(cls, run: RunIdentity, keeper: LeaseKeeper, body: bytes) -> RunContext:
@@ -68,7 +70,7 @@ class RunContext:
 
     @property
     def _work(self) -> RunWork:
-        with _WORK_LOCK:
+        with self._work_lock:
             work = self.__dict__.get("_work_state")
             if work is None:
                 work = RunWork.for_lease(

@@ -1,8 +1,9 @@
 """RunStore on Firestore: one document per run, fenced by `update_time` preconditions.
 
 `create()` is a single commit with an exists=false precondition and `update()`
-and `delete()` carry a last-update-time precondition, so the common path costs
-one RPC per step and never takes a transaction lock.
+carries a last-update-time precondition (so do the run writes batched with a
+work item), so the common path costs one RPC per step and never takes a
+transaction lock.
 """
 
 from __future__ import annotations
@@ -86,16 +87,6 @@ class FirestoreRunStore:
                 raise VersionConflict(key) from exc
         return result.update_time
 
-    def delete(self, key: str, version: Any) -> None:
-        option = self._client.write_option(last_update_time=version)
-        with _unavailable_on_transport_errors():
-            try:
-                self._collection.document(key).delete(
-                    option=option, retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                raise VersionConflict(key) from exc
-
     def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
         if not item_ids:
             return {}
@@ -125,6 +116,24 @@ class FirestoreRunStore:
                 results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
             except gexc.AlreadyExists as exc:
                 raise RecordExists(f"{key}/{item.id}") from exc
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time
+
+    def delete_items_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item_ids: Sequence[str]
+    ) -> Any:
+        run_ref = self._collection.document(key)
+        batch = self._client.batch()
+        batch.update(
+            run_ref, dict(run_changes), option=self._client.write_option(last_update_time=version)
+        )
+        work = run_ref.collection(WORK_COLLECTION)
+        for item_id in item_ids:
+            batch.delete(work.document(item_id))
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
             except (gexc.FailedPrecondition, gexc.NotFound) as exc:
                 raise VersionConflict(key) from exc
         return results[0].update_time

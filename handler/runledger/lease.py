@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from runledger.exceptions import LeaseLost, StoreUnavailable
 from runledger.ledger import Claim, Ledger
@@ -24,24 +24,32 @@ R = TypeVar("R")
 _RENEWAL_WORKERS = 4
 
 
-class _RenewalScheduler:
-    """One timer thread per process hands due renewals to a few reused workers.
+class Renewals(Protocol):
+    """Runs a keeper's next renewal later; the keeper schedules the one after."""
+
+    def after(self, delay_s: float, renew: Callable[[], None]) -> None:
+        """Call `renew` once, about `delay_s` seconds from now, off the caller's thread."""
+
+
+class RenewalScheduler:
+    """One timer thread hands due renewals to a few reused workers.
 
     Starting a thread for every delivery costs as much as a Firestore RPC on a
     busy instance, on the hot path of every run; renewals are rare (only work
-    that outlasts a third of the lease has any), so they share these threads.
+    that outlasts a third of the lease has any), so the runs of an App share
+    these threads. Nothing starts until the first renewal is scheduled.
     """
 
     def __init__(self) -> None:
         self._wakeup = threading.Condition()
-        self._due: list[tuple[float, int, LeaseKeeper]] = []
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._timer: threading.Thread | None = None
         self._workers = ThreadPoolExecutor(_RENEWAL_WORKERS, "lease-renewal")
 
-    def after(self, delay_s: float, keeper: LeaseKeeper) -> None:
+    def after(self, delay_s: float, renew: Callable[[], None]) -> None:
         with self._wakeup:
-            heapq.heappush(self._due, (time.monotonic() + delay_s, next(self._order), keeper))
+            heapq.heappush(self._due, (time.monotonic() + delay_s, next(self._order), renew))
             if self._timer is None:
                 self._timer = threading.Thread(target=self._run, name="lease-timer", daemon=True)
                 self._timer.start()
@@ -52,18 +60,22 @@ class _RenewalScheduler:
             with self._wakeup:
                 while not self._due or self._due[0][0] > time.monotonic():
                     self._wakeup.wait(self._due[0][0] - time.monotonic() if self._due else None)
-                keeper = heapq.heappop(self._due)[2]
-            self._workers.submit(keeper._renew_on_schedule)
-
-
-_SCHEDULER = _RenewalScheduler()
+                renew = heapq.heappop(self._due)[2]
+            self._workers.submit(renew)
 
 
 class LeaseKeeper:
-    def __init__(self, ledger: Ledger, claim: Claim, on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        claim: Claim,
+        on_lost: Callable[[str], None],
+        renewals: Renewals,
+    ) -> None:
         self._ledger = ledger
         self._claim = claim
         self._on_lost = on_lost
+        self._renewals = renewals
         self._lock = threading.Lock()
         self._lost_reason: str | None = None
         # A renewal failed with its outcome unknown: it may have landed and moved
@@ -94,12 +106,18 @@ class LeaseKeeper:
         return self._ledger.lease.total_seconds() / 3
 
     def start(self) -> None:
-        _SCHEDULER.after(self._interval_s, self)
+        self._renewals.after(self._interval_s, self._renew_on_schedule)
 
     def halt(self) -> None:
         """Renew no more; a renewal under way finishes first."""
         with self._lock:
             self._stopped = True
+
+    @property
+    def renewing(self) -> bool:
+        """True until halted or the lease is found lost: a renewal is still scheduled."""
+        with self._lock:
+            return not self._stopped and self._lost_reason is None
 
     def stop(self) -> Claim:
         """Stop renewing and return the latest claim, for the final fenced write."""
@@ -179,7 +197,5 @@ class LeaseKeeper:
 
     def _renew_on_schedule(self) -> None:
         self.renew_now()
-        with self._lock:
-            if self._stopped or self._lost_reason is not None:
-                return
-        _SCHEDULER.after(self._interval_s, self)
+        if self.renewing:
+            self._renewals.after(self._interval_s, self._renew_on_schedule)

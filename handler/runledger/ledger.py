@@ -4,23 +4,27 @@
     in_progress --complete--> completed      (final)
     in_progress --fail------> failed         (final)
     in_progress --release---> released       (a retry may claim at once)
+    failed --operator release--> released    (`python -m runledger.ops release`)
 
 A claim is one atomic `create`; taking over an existing record is a
 compare-and-set on the version that was read. Every later write by the
 claimant is fenced by the version of its own last write, so an attempt
 whose lease was taken over can never touch the newer attempt's record.
+`Ledger` makes every one of these writes, the run's checkpoints and outputs
+included, so the takeover rule and the "still ours" test exist once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
-from runledger.record import FINAL_STATUSES, RunRecord, Status
-from runledger.store import RunStore
+from runledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
+from runledger.store import RunStore, WorkStore
+from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 
 # Instances' clocks may disagree by up to this much (Cloud Run hosts are
 # NTP-synchronised to well under a second). A lease is only taken over once it
@@ -29,7 +33,37 @@ from runledger.store import RunStore
 MAX_CLOCK_SKEW = timedelta(seconds=2)
 # Rounds of read-then-write while other attempts keep changing the record.
 _CLAIM_ROUNDS = 5
+# A work item write refused only because our claim's version was behind our
+# own last write is tried once more at the version read back.
+_ITEM_WRITE_ROUNDS = 2
 _MAX_ERROR_CHARS = 1000
+
+
+def may_take_over(record: RunRecord, now: datetime) -> bool:
+    """The takeover rule: whether a new attempt may claim the run this record holds.
+
+    Past `expire_at` the record counts as absent; a final record stays final; a
+    released run is free at once; an in-progress one only once its lease ran out
+    by more than the clock skew, so skew within the bound never yields two live
+    leases.
+    """
+    if record.is_expired(now):
+        return True
+    if record.status in FINAL_STATUSES:
+        return False
+    return record.status is not Status.IN_PROGRESS or record.lease_expires + MAX_CLOCK_SKEW <= now
+
+
+class ReleaseRefused(Exception):
+    """An operator release the ledger will not write; the message says why, in one line."""
+
+
+def refuse_release(key: str, record: RunRecord, now: datetime) -> None:
+    """Raise ReleaseRefused unless an operator may give the run back: failed, not expired."""
+    if record.status is not Status.FAILED:
+        raise ReleaseRefused(f"run {key} is {record.status.value}, not failed: nothing to release")
+    if record.is_expired(now):
+        raise ReleaseRefused(f"run {key} is past its expire_at: a new delivery starts it afresh")
 
 
 @dataclass(frozen=True)
@@ -85,11 +119,6 @@ class Ledger:
     def now(self) -> datetime:
         return self._clock()
 
-    @property
-    def store(self) -> RunStore:
-        """The store the ledger writes to; a run's checkpoints and outputs go there too."""
-        return self._store
-
     def expire_at(self, schedule_time: datetime) -> datetime:
         """When a run's record, and everything kept with it, may be deleted by TTL."""
         return schedule_time + self.retention
@@ -111,13 +140,9 @@ class Ledger:
             existing = current.record
             if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
                 return self._claim_of(run, existing, current.version)
+            if not may_take_over(existing, now):
+                return Duplicate(existing.status, existing)
             if not existing.is_expired(now):
-                if existing.status in FINAL_STATUSES:
-                    return Duplicate(existing.status, existing)
-                if existing.status is Status.IN_PROGRESS and now < (
-                    existing.lease_expires + MAX_CLOCK_SKEW
-                ):
-                    return Duplicate(Status.IN_PROGRESS, existing)
                 fresh = replace(fresh, attempts=existing.attempts + 1)
             try:
                 version = self._store.update(run.key, fresh.to_document(), current.version)
@@ -127,7 +152,7 @@ class Ledger:
         raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims")
 
     def renew(self, claim: Claim) -> Claim:
-        lease_expires = self._clock() + self.lease
+        lease_expires = self._lease_ends(self._clock())
         version = self._fenced(claim, {"lease_expires": lease_expires})
         return replace(claim, version=version, lease_expires=lease_expires)
 
@@ -156,6 +181,86 @@ class Ledger:
     def fail(self, claim: Claim, error: str) -> None:
         self._finish(claim, Status.FAILED, error=error)
 
+    # -- the run's checkpoints and outputs (see runledger.work) -------------
+
+    def items(self, run_key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        """The run's work items among `item_ids` that exist, by id, in one round trip."""
+        return self._work_store().get_items(run_key, item_ids)
+
+    def write_item(self, claim: Claim, item: WorkItem) -> tuple[Claim, StoredItem]:
+        """Create `item` in one commit with a renewal fenced by `claim`; the first value wins.
+
+        Returns the claim after the write and what the store holds under the
+        item's id: this item, or the one an earlier attempt wrote first.
+        """
+        store = self._work_store()
+        key = claim.identity.key
+        for _ in range(_ITEM_WRITE_ROUNDS):
+            lease_expires = self._lease_ends(self._clock())
+            try:
+                version = store.create_item_fenced(
+                    key, claim.version, {"lease_expires": lease_expires}, item
+                )
+            except (RecordExists, VersionConflict, StoreUnavailable) as exc:
+                claim, found = self._settle_item(claim, item, exc)
+                if found is not None:
+                    return claim, found
+                continue  # the run is ours at the version just read; the item is absent
+            return replace(claim, version=version, lease_expires=lease_expires), StoredItem(
+                item, version
+            )
+        raise StoreUnavailable(f"writing {item.id} of run {key} kept failing")
+
+    def _settle_item(
+        self, claim: Claim, item: WorkItem, error: Exception
+    ) -> tuple[Claim, StoredItem | None]:
+        """Work out what a refused or unanswered item write left behind, from the store itself.
+
+        If the run is still ours (see `resync`), adopt its version: the item
+        found, if any, is ours (landed, answer lost) or an earlier attempt's.
+        """
+        key = claim.identity.key
+        try:
+            found = self._work_store().get_items(key, [item.id]).get(item.id)
+            adopted = self.resync(claim)
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(f"writing {item.id} of run {key}: outcome unknown") from exc
+        except LeaseLost as exc:
+            raise LeaseLost(f"{exc}; {item.id} not written") from error
+        return adopted, found
+
+    def _work_store(self) -> WorkStore:
+        if not isinstance(self._store, WorkStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
+        return self._store
+
+    # -- the operator's release of a dead letter ----------------------------
+
+    def release_failed(
+        self, key: str, seen: Versioned, released_by: str, clear_checkpoints: Sequence[str]
+    ) -> None:
+        """Put a failed run back to `released` if it is still exactly as `seen`.
+
+        Its next delivery claims it at once and redoes it. The named checkpoints
+        are deleted in the same commit, so every one of those stages is redone.
+        """
+        refuse_release(key, seen.record, self._clock())
+        changes = {
+            "status": Status.RELEASED.value,
+            "released_at": self._clock(),
+            "released_by": released_by,
+        }
+        try:
+            if clear_checkpoints:
+                ids = [item_id(WorkKind.CHECKPOINT, name) for name in clear_checkpoints]
+                self._work_store().delete_items_fenced(key, seen.version, changes, ids)
+            else:
+                self._store.update(key, changes, seen.version)
+        except VersionConflict as exc:
+            raise ReleaseRefused(
+                f"run {key} changed since it was read; nothing released (look again)"
+            ) from exc
+
     def _finish(self, claim: Claim, status: Status, error: str | None) -> None:
         changes = {
             "status": status.value,
@@ -180,13 +285,17 @@ class Ledger:
                 f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}"
             ) from exc
 
+    def _lease_ends(self, now: datetime) -> datetime:
+        """Where a lease taken or renewed at `now` ends."""
+        return now + self.lease
+
     def _fresh_record(
         self, run: RunIdentity, attempt_id: str, now: datetime, attempts: int
     ) -> RunRecord:
         return RunRecord(
             status=Status.IN_PROGRESS,
             attempt_id=attempt_id,
-            lease_expires=now + self.lease,
+            lease_expires=self._lease_ends(now),
             expire_at=self.expire_at(run.schedule_time),
             job=run.job,
             schedule_time=run.schedule_time,

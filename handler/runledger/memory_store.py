@@ -39,11 +39,6 @@ class MemoryRunStore:
         with self._lock:
             return self._apply(key, self._checked(key, version), changes)
 
-    def delete(self, key: str, version: Any) -> None:
-        with self._lock:
-            self._checked(key, version)
-            del self._records[key]
-
     def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
         with self._lock:
             found = {item_id: self._items.get((key, item_id)) for item_id in item_ids}
@@ -68,6 +63,15 @@ class MemoryRunStore:
                 raise RecordExists(f"{key}/{item.id}")
             new_version = self._apply(key, current, run_changes)
             self._items[(key, item.id)] = StoredItem(stored, new_version)
+            return new_version
+
+    def delete_items_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item_ids: Sequence[str]
+    ) -> Any:
+        with self._lock:
+            new_version = self._apply(key, self._checked(key, version), run_changes)
+            for item_id in item_ids:
+                self._items.pop((key, item_id), None)
             return new_version
 
     def _checked(self, key: str, version: Any) -> Versioned:

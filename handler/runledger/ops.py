@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from runledger.opsview import LedgerOps, OpsError, ReleasePlan, RunRow
+from runledger.ledgerops import LedgerOps, OpsError, ReleasePlan, RunRow
 from runledger.record import RunRecord, Status
 
 if TYPE_CHECKING:

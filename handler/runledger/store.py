@@ -1,7 +1,11 @@
-"""The persistence contract: four primitive operations the ledger is built on.
+"""The persistence contract the ledger is built on, and only what it uses.
 
-Every write that follows a claim is fenced by the version the claimant last
-saw, so a store only needs atomic create and compare-and-set; no transactions.
+A run store reads, creates and compare-and-sets one record per run; a work
+store adds a run's items: a batched read, and a fenced create or delete that
+commits with a change to the run. Every write that follows a claim is fenced
+by the version the claimant last saw, so a store only needs atomic create and
+compare-and-set; no transactions. `runledger.ledger.Ledger` is their one caller
+for writes.
 """
 
 from __future__ import annotations
@@ -23,16 +27,14 @@ class RunStore(Protocol):
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
         """Change fields if the record is still at `version`; raise VersionConflict if not."""
 
-    def delete(self, key: str, version: Any) -> None:
-        """Remove the record if it is still at `version`; raise VersionConflict if not."""
-
 
 @runtime_checkable
 class WorkStore(RunStore, Protocol):
     """A RunStore that also keeps a run's checkpoints and outputs next to its record.
 
-    Only jobs that use checkpoints or outputs touch these two operations, so a
-    store without them still serves every other job.
+    Only jobs that use checkpoints or outputs, and an operator's release that
+    clears checkpoints, touch these operations, so a store without them still
+    serves every other job.
     """
 
     def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
@@ -46,4 +48,13 @@ class WorkStore(RunStore, Protocol):
         Returns the run's new version, which is also the item's. Raises
         VersionConflict if the run moved on (nothing is written) or RecordExists
         if the item exists (nothing is written); with both wrong, either may come.
+        """
+
+    def delete_items_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item_ids: Sequence[str]
+    ) -> Any:
+        """Atomically change the run at `version` and delete its items `item_ids`, if present.
+
+        Returns the run's new version. Raises VersionConflict if the run moved
+        on; then nothing is written.
         """

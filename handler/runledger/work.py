@@ -3,7 +3,9 @@
 A later attempt of the same run (a retry after a crash, a timeout or a
 released failure) finds what earlier attempts finished and skips it. Every
 write is fenced by the attempt's claim on the run, so an attempt that lost its
-lease cannot record anything; the write also renews the lease.
+lease cannot record anything; the write also renews the lease. The ledger
+makes those writes (`Ledger.write_item`); this module decides what to write
+and remembers what it has seen.
 
 While an attempt holds the lease no other attempt can write items, so what it
 has read once stays true: lookups are cached and cost one round trip per name
@@ -14,21 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
-from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
+from runledger.exceptions import LeaseLost
 from runledger.lease import LeaseKeeper
-from runledger.ledger import Claim
-from runledger.record import Status
-from runledger.store import WorkStore
 from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id, plain_value
 
 T = TypeVar("T")
-# A write refused only because our claim's version was behind our own last
-# write is tried once more at the version read back.
-_WRITE_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -42,20 +38,10 @@ class RunScope:
 
 
 class RunWork:
-    def __init__(
-        self,
-        keeper: LeaseKeeper,
-        store: WorkStore,
-        scope: RunScope,
-        *,
-        clock: Callable[[], datetime],
-        lease: timedelta,
-    ) -> None:
+    def __init__(self, keeper: LeaseKeeper, scope: RunScope) -> None:
         self._keeper = keeper
-        self._store = store
+        self._ledger = keeper.ledger
         self._scope = scope
-        self._clock = clock
-        self._lease = lease
         # Item id -> what the store holds; None means "known absent".
         self._known: dict[str, StoredItem | None] = {}
         self._known_lock = threading.Lock()
@@ -64,13 +50,9 @@ class RunWork:
     def for_lease(
         cls, keeper: LeaseKeeper, run_key: str, job: str, attempt_id: str, schedule_time: datetime
     ) -> RunWork:
-        ledger = keeper.ledger
-        # Work items go to the run's own store and expire with the run.
-        store = ledger.store
-        if not isinstance(store, WorkStore):
-            raise TypeError(f"{type(store).__name__} cannot keep checkpoints or outputs")
-        scope = RunScope(run_key, job, attempt_id, ledger.expire_at(schedule_time))
-        return cls(keeper, store, scope, clock=ledger.now, lease=ledger.lease)
+        # Work items expire with the run.
+        expire_at = keeper.ledger.expire_at(schedule_time)
+        return cls(keeper, RunScope(run_key, job, attempt_id, expire_at))
 
     # -- checkpoints -------------------------------------------------------
 
@@ -131,7 +113,7 @@ class RunWork:
         with self._known_lock:
             missing = [i for i in ids.values() if i not in self._known]
         if missing:
-            fetched = self._store.get_items(self._scope.run_key, missing)
+            fetched = self._ledger.items(self._scope.run_key, missing)
             with self._known_lock:
                 for i in missing:
                     self._known.setdefault(i, fetched.get(i))
@@ -153,57 +135,10 @@ class RunWork:
             run_key=scope.run_key,
             job=scope.job,
             attempt_id=scope.attempt_id,
-            written_at=self._clock(),
+            written_at=self._ledger.now(),
             expire_at=scope.expire_at,
         )
-        stored = self._keeper.fenced_write(lambda claim: self._write(claim, item))
+        stored = self._keeper.fenced_write(lambda claim: self._ledger.write_item(claim, item))
         with self._known_lock:
             self._known[key] = stored
         return stored.item.value
-
-    def _write(self, claim: Claim, item: WorkItem) -> tuple[Claim, StoredItem]:
-        for _ in range(_WRITE_ROUNDS):
-            lease_expires = self._clock() + self._lease
-            try:
-                version = self._store.create_item_fenced(
-                    self._scope.run_key, claim.version, {"lease_expires": lease_expires}, item
-                )
-            except (RecordExists, VersionConflict, StoreUnavailable) as exc:
-                claim, found = self._settle(claim, item, exc)
-                if found is not None:
-                    return claim, found
-                continue  # the run is ours at the version just read; the item is absent
-            return replace(claim, version=version, lease_expires=lease_expires), StoredItem(
-                item, version
-            )
-        raise StoreUnavailable(f"writing {item.id} of run {self._scope.run_key} kept failing")
-
-    def _settle(
-        self, claim: Claim, item: WorkItem, error: Exception
-    ) -> tuple[Claim, StoredItem | None]:
-        """Work out what a refused or unanswered write left behind, from the store itself.
-
-        A run document that still carries this attempt's id and is in progress
-        is still ours: only this attempt writes such a document, so a version
-        other than the claim's comes from one of our own writes whose answer was
-        lost (this one, landed, or an earlier renewal). Adopt it. Anything else
-        means another attempt took over.
-        """
-        key = self._scope.run_key
-        try:
-            found = self._store.get_items(key, [item.id]).get(item.id)
-            current = self._store.get(key)
-        except StoreUnavailable as exc:
-            raise StoreUnavailable(f"writing {item.id} of run {key}: outcome unknown") from exc
-        if current is None or (current.record.attempt_id, current.record.status) != (
-            self._scope.attempt_id,
-            Status.IN_PROGRESS,
-        ):
-            raise LeaseLost(
-                f"attempt {self._scope.attempt_id} no longer holds run {key}; {item.id} not written"
-            ) from error
-        adopted = replace(
-            claim, version=current.version, lease_expires=current.record.lease_expires
-        )
-        # Ours (landed, answer lost) or an earlier attempt's: the first value wins.
-        return adopted, found

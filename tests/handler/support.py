@@ -54,6 +54,33 @@ def sequential_ids(prefix: str = "attempt") -> Callable[[], str]:
     return next_id
 
 
+class DrivenRenewals:
+    """Lease renewals that run only when the test says so, on the test's own thread.
+
+    The App and LeaseKeeper take any `Renewals`; with this one, nothing renews
+    behind a test's back, and `run_due()` stands in for the timer firing.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def after(self, delay_s: float, renew: Callable[[], None]) -> None:
+        with self._lock:
+            self._pending.append(renew)
+
+    def run_due(self) -> int:
+        """Run every renewal scheduled so far, as if its time had come; return how many.
+
+        A renewal that schedules the next one leaves it for the next call.
+        """
+        with self._lock:
+            due, self._pending = self._pending, []
+        for renew in due:
+            renew()
+        return len(due)
+
+
 def settings(**env: str) -> Settings:
     base = {
         "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
@@ -66,9 +93,18 @@ def make_app(
     store: RunStore,
     jobs: Mapping[str, JobFn],
     clock: FakeClock,
+    renewals: DrivenRenewals | None = None,
     **env: str,
 ) -> App:
-    return App(settings(**env), jobs, lambda: store, clock=clock, new_attempt_id=sequential_ids())
+    """An app whose leases renew only when the test runs `renewals.run_due()`."""
+    return App(
+        settings(**env),
+        jobs,
+        lambda: store,
+        clock=clock,
+        new_attempt_id=sequential_ids(),
+        renewals=DrivenRenewals() if renewals is None else renewals,
+    )
 
 
 def scheduler_headers(

@@ -17,6 +17,8 @@ from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from tests.handler.support import (
+    LEASE,
+    DrivenRenewals,
     FakeClock,
     Takeover,
     default_run_key,
@@ -83,6 +85,27 @@ def test_duplicate_of_a_completed_run_answers_200_without_work_in_two_rpcs(
     assert (response.status, response.outcome) == (200, "duplicate_completed")
     assert rpc_counter.total == 2
     assert len(job.runs) == 1
+
+
+def test_work_outlasting_a_third_of_the_lease_is_renewed_by_the_apps_scheduler(
+    firestore_store, rpc_counter, clock
+):
+    renewals = DrivenRenewals()
+    renewed: list[int] = []
+
+    def long_job(ctx) -> None:
+        clock.advance(seconds=LEASE.total_seconds() * 0.9)
+        renewed.append(renewals.run_due())  # the renewal the app scheduled at the claim
+        assert ctx.lease_held()
+
+    app = make_app(firestore_store, {JOB: long_job}, clock, renewals)
+    response = deliver(app)
+    assert (response.status, response.outcome) == (200, "completed")
+    assert renewed == [1]
+    assert rpc_counter.total == 3  # claim, renewal, completion
+    renewals.run_due()  # the next renewal, scheduled during the work, comes due
+    assert rpc_counter.total == 3  # and writes nothing for a finished delivery
+    assert stored(firestore_store, app).lease_expires == clock() + LEASE
 
 
 def test_duplicate_while_the_first_attempt_runs_answers_409(firestore_store, clock):

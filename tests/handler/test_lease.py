@@ -1,4 +1,4 @@
-"""Background renewal: leases of running work are renewed, on shared threads."""
+"""Background renewal: leases of running work are renewed, on a scheduler's shared threads."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from runledger.exceptions import StoreUnavailable
-from runledger.lease import LeaseKeeper
+from runledger.lease import LeaseKeeper, RenewalScheduler
 from runledger.ledger import Ledger, RunIdentity
 from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
-from tests.handler.support import T0, FakeClock, make_ledger
+from tests.handler.support import T0, DrivenRenewals, FakeClock, make_ledger
 
 LEASE = timedelta(seconds=0.3)
 
@@ -37,7 +37,7 @@ def test_running_work_keeps_its_lease_and_stop_ends_renewal():
     store = MemoryRunStore()
     ledger = real_time_ledger(store)
     claim = ledger.claim(run("k1"))
-    keeper = LeaseKeeper(ledger, claim, on_lost=print)
+    keeper = LeaseKeeper(ledger, claim, on_lost=print, renewals=RenewalScheduler())
     keeper.start()
     assert wait_until(lambda: store.get("k1").record.lease_expires > claim.lease_expires)
     assert wait_until(lambda: datetime.now(UTC) > claim.lease_expires + LEASE)
@@ -54,7 +54,7 @@ def test_a_takeover_seen_by_renewal_marks_the_lease_lost():
     ledger = real_time_ledger(store)
     claim = ledger.claim(run("k1"))
     lost: list[str] = []
-    keeper = LeaseKeeper(ledger, claim, on_lost=lost.append)
+    keeper = LeaseKeeper(ledger, claim, on_lost=lost.append, renewals=RenewalScheduler())
     store.update("k1", {"attempt_id": "someone-else"}, claim.version)
     keeper.start()
     assert wait_until(lambda: bool(lost))
@@ -66,17 +66,19 @@ def test_many_leases_share_a_few_renewal_threads():
     store = MemoryRunStore()
     ledger = real_time_ledger(store)
     claims = [ledger.claim(run(f"k{i}")) for i in range(40)]
-    keepers = [LeaseKeeper(ledger, claim, on_lost=print) for claim in claims]
+    renewals = RenewalScheduler()
+    keepers = [LeaseKeeper(ledger, claim, print, renewals) for claim in claims]
+    before = set(threading.enumerate())
     for keeper in keepers:
         keeper.start()
     renewed = wait_until(
         lambda: all(k.claim.version != c.version for k, c in zip(keepers, claims, strict=True))
     )
-    renewal_threads = [t for t in threading.enumerate() if t.name.startswith("lease-")]
+    started = [t for t in threading.enumerate() if t not in before]
     for keeper in keepers:
         keeper.stop()
     assert renewed
-    assert len(renewal_threads) <= 5
+    assert len(started) <= 5 and all(t.name.startswith("lease-") for t in started)
 
 
 class LosesNextUpdateAnswer(MemoryRunStore):
@@ -97,7 +99,7 @@ def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
     clock = FakeClock()
     ledger = make_ledger(store, clock)
     claim = ledger.claim(run("k1"))
-    keeper = LeaseKeeper(ledger, claim, on_lost=print)
+    keeper = LeaseKeeper(ledger, claim, on_lost=print, renewals=DrivenRenewals())
     clock.advance(seconds=ledger.lease.total_seconds())
     store.lose_next = True
     keeper.renew_now()

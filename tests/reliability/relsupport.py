@@ -204,7 +204,7 @@ class Fault:
 
 @dataclass
 class FaultyStore:
-    """A RunStore wrapper that injects armed faults into the four primitives."""
+    """A RunStore wrapper that injects armed faults into its primitives: get, create, update."""
 
     inner: RunStore
     faults: list[Fault] = field(default_factory=list)
@@ -247,6 +247,3 @@ class FaultyStore:
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
         return self._call("update", lambda: self.inner.update(key, changes, version))
-
-    def delete(self, key: str, version: Any) -> None:
-        return self._call("delete", lambda: self.inner.delete(key, version))

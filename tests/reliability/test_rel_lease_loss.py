@@ -31,6 +31,7 @@ from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
 from runledger.store import RunStore
 from tests.handler.support import (
+    DrivenRenewals,
     FakeClock,
     make_app,
     scheduler_headers,
@@ -71,6 +72,7 @@ def _late_attempt_app(store: RunStore, late_ending: str):
     delivery claims and finishes the run. Then the late work ends as `late_ending`.
     """
     clock = FakeClock()
+    renewals = DrivenRenewals()
     ran: list[str] = []
     inner: list[object] = []
     app_box: list = []
@@ -80,7 +82,7 @@ def _late_attempt_app(store: RunStore, late_ending: str):
         if len(ran) > 1:
             return  # the newer attempt: plain success
         store.arm(Fault("update", 1, "unavailable"))  # the renewal is blocked
-        ctx._lease.renew_now()
+        assert renewals.run_due() == 1
         store.arm()
         clock.advance(seconds=PAST_LEASE)
         inner.append(app_box[0].handle("POST", scheduler_headers(), b""))
@@ -89,7 +91,7 @@ def _late_attempt_app(store: RunStore, late_ending: str):
         if late_ending == "terminal":
             raise TerminalJobError("late attempt gave up")
 
-    app = make_app(store, {"nightly-report": job}, clock)
+    app = make_app(store, {"nightly-report": job}, clock, renewals)
     app_box.append(app)
     return app, ran, inner
 
@@ -133,6 +135,7 @@ def run_key_of_default() -> str:
 def test_renewal_after_takeover_marks_the_lease_lost_and_stops_the_job(base_store: RunStore):
     """The background renewal is the first to notice; it logs at once and ensure_lease stops."""
     clock = FakeClock()
+    renewals = DrivenRenewals()
     progress: list[str] = []
     app_box: list = []
 
@@ -142,11 +145,11 @@ def test_renewal_after_takeover_marks_the_lease_lost_and_stops_the_job(base_stor
             return
         clock.advance(seconds=PAST_LEASE)
         app_box[0].handle("POST", scheduler_headers(), b"")
-        ctx._lease.renew_now()
+        renewals.run_due()  # the timer fires: this attempt's renewal, and the finished one's
         ctx.ensure_lease()
         progress.append("late step ran")
 
-    app = make_app(base_store, {"nightly-report": job}, clock)
+    app = make_app(base_store, {"nightly-report": job}, clock, renewals)
     app_box.append(app)
     late, lines = _capture(lambda: app.handle("POST", scheduler_headers(), b""))
     assert (late.status, late.outcome) == (409, "lease_lost")
@@ -161,6 +164,7 @@ def test_lost_answer_renewal_then_takeover_is_still_lease_lost(base_store: RunSt
     """The resync after a lost renewal answer adopts only the attempt's OWN record."""
     store = FaultyStore(base_store)
     clock = FakeClock()
+    renewals = DrivenRenewals()
     ran: list[str] = []
     app_box: list = []
 
@@ -170,12 +174,12 @@ def test_lost_answer_renewal_then_takeover_is_still_lease_lost(base_store: RunSt
             return
         clock.advance(seconds=100)
         store.arm(Fault("update", 1, "lost_answer"))
-        ctx._lease.renew_now()
+        assert renewals.run_due() == 1
         store.arm()
         clock.advance(seconds=LEASE_S + MAX_CLOCK_SKEW.total_seconds())
         app_box[0].handle("POST", scheduler_headers(), b"")
 
-    app = make_app(store, {"nightly-report": job}, clock)
+    app = make_app(store, {"nightly-report": job}, clock, renewals)
     app_box.append(app)
     late = app.handle("POST", scheduler_headers(), b"")
     assert (late.status, late.outcome) == (409, "lease_lost")
@@ -252,7 +256,12 @@ def _two_instances(offset_a: float, offset_b: float):
         clock = SkewedClock(true_clock, timedelta(seconds=offset))
         # Attempt ids must be unique across instances, as uuid4 ids are in production.
         app = App(
-            app_settings(), {"nightly-report": job}, lambda: store, clock, sequential_ids(name)
+            app_settings(),
+            {"nightly-report": job},
+            lambda: store,
+            clock,
+            sequential_ids(name),
+            renewals=DrivenRenewals(),
         )
         return app
 

@@ -51,7 +51,7 @@ from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.memory_store import MemoryRunStore
 from runledger.record import FINAL_STATUSES, RunRecord, Status
 from runledger.store import RunStore
-from tests.handler.support import T0, FakeClock, scheduler_headers, sequential_ids
+from tests.handler.support import T0, DrivenRenewals, FakeClock, scheduler_headers, sequential_ids
 from tests.handler.support import settings as app_settings
 from tests.reliability.relsupport import Crash, Fault, FaultyStore, log_entries
 
@@ -94,6 +94,11 @@ class TrackingKeeper(LeaseKeeper):
     def die(self) -> None:
         """A dead process renews nothing and writes nothing: just stop renewing."""
         self.halt()
+
+    @classmethod
+    def of(cls, attempt_id: str) -> TrackingKeeper:
+        """The keeper of the attempt `attempt_id` (ids are unique across instances)."""
+        return next(k for k in cls.made if k.claim.attempt_id == attempt_id)
 
 
 class Skewed:
@@ -146,6 +151,7 @@ class LedgerModel(RuleBasedStateMachine):
                     lambda: self.store,
                     clock=clock,
                     new_attempt_id=sequential_ids(f"i{index}"),
+                    renewals=DrivenRenewals(),
                 )
             )
         for when in RUN_TIMES:
@@ -164,7 +170,7 @@ class LedgerModel(RuleBasedStateMachine):
                 if step[0] == "advance":
                     self.true_clock.advance(seconds=step[1])
                 elif step[0] == "renew":
-                    ctx._lease.renew_now()
+                    TrackingKeeper.of(ctx.attempt_id).renew_now()
                 elif step[0] == "ensure":
                     ctx.ensure_lease()
                 else:
@@ -310,7 +316,7 @@ class LedgerModel(RuleBasedStateMachine):
     @invariant()
     def no_renewal_outlives_its_delivery(self) -> None:
         for keeper in TrackingKeeper.made:
-            assert keeper._stopped, "a finished delivery left its renewal running"
+            assert not keeper.renewing, "a finished delivery left its renewal running"
 
 
 def _key_of(app: App, headers: list[tuple[str, str]]) -> str:

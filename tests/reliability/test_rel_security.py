@@ -22,7 +22,7 @@ import pytest
 
 from localrun.emulator import FirestoreEmulator
 from runledger.memory_store import MemoryRunStore
-from tests.handler.support import FakeClock, make_app, scheduler_headers
+from tests.handler.support import FakeClock, default_run_key, make_app, scheduler_headers
 from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
@@ -145,5 +145,5 @@ def test_every_log_line_is_bounded_whatever_the_job_raises() -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and len(lines[0]) <= 4096
     assert blob not in lines[0]
-    record = next(iter(store.inner._records.values())).record
+    record = store.inner.get(default_run_key(app)).record
     assert record.error is not None and len(record.error) <= 1000

@@ -28,7 +28,7 @@ from localrun.emulator import FirestoreEmulator, start_emulator
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from runledger.store import RunStore
-from tests.handler.support import FakeClock, make_app, scheduler_headers
+from tests.handler.support import DrivenRenewals, FakeClock, make_app, scheduler_headers
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
@@ -274,15 +274,16 @@ def test_renewal_that_landed_with_its_answer_lost_does_not_cost_the_lease(base_s
     """
     store = FaultyStore(base_store)
     clock = FakeClock()
+    renewals = DrivenRenewals()
     ran: list[str] = []
 
     def job(ctx) -> None:
         clock.advance(seconds=100)
-        ctx._lease.renew_now()  # what the background renewal does every lease/3
+        assert renewals.run_due() == 1  # the background renewal, due every lease/3
         ran.append(ctx.attempt_id)
         ctx.ensure_lease()
 
-    app = make_app(store, {"nightly-report": job}, clock)
+    app = make_app(store, {"nightly-report": job}, clock, renewals)
     store.arm(Fault("update", 1, "lost_answer"))  # update #1 is the renewal
     reply = app.handle("POST", scheduler_headers(), b"")
     assert (reply.status, reply.outcome) == (200, "completed")

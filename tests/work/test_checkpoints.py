@@ -17,7 +17,7 @@ from runledger.lease import LeaseKeeper
 from runledger.ledger import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
 from runledger.memory_store import MemoryRunStore
 from runledger.record import Status
-from tests.handler.support import LEASE, T0, FakeClock, make_ledger
+from tests.handler.support import LEASE, T0, DrivenRenewals, FakeClock, make_ledger
 
 RUN = RunIdentity(
     key=run_key("etl", T0, "acme-prod", "europe-west1", False),
@@ -46,12 +46,21 @@ def ledger(store, clock) -> Ledger:
     return make_ledger(store, clock)
 
 
-def start_attempt(ledger: Ledger, lost: list[str] | None = None) -> RunContext:
-    """Claim the run as a delivery would; the keeper is not started (the test drives time)."""
+def attempt(ledger: Ledger, lost: list[str] | None = None) -> tuple[RunContext, LeaseKeeper]:
+    """Claim the run as a delivery would: the job's context and the attempt's lease keeper.
+
+    The keeper is never started (its renewals would go to `DrivenRenewals`):
+    the test drives time and renews by hand.
+    """
     claim = ledger.claim(RUN)
     assert isinstance(claim, Claim), claim
-    keeper = LeaseKeeper(ledger, claim, on_lost=(lost if lost is not None else []).append)
-    return RunContext.for_attempt(RUN, keeper, b"")
+    on_lost = (lost if lost is not None else []).append
+    keeper = LeaseKeeper(ledger, claim, on_lost, DrivenRenewals())
+    return RunContext.for_attempt(RUN, keeper, b""), keeper
+
+
+def start_attempt(ledger: Ledger, lost: list[str] | None = None) -> RunContext:
+    return attempt(ledger, lost)[0]
 
 
 def expire_lease(clock: FakeClock) -> None:
@@ -72,8 +81,8 @@ class Calls:
         return body
 
 
-def complete(ctx: RunContext, ledger: Ledger) -> None:
-    ledger.complete(ctx._lease.stop())
+def complete(keeper: LeaseKeeper, ledger: Ledger) -> None:
+    ledger.complete(keeper.stop())
 
 
 def test_a_takeover_resumes_after_the_last_finished_stage(ledger, clock, store):
@@ -83,7 +92,7 @@ def test_a_takeover_resumes_after_the_last_finished_stage(ledger, clock, store):
     assert first.stage("transform", calls("transform", "gs://b/t.parquet")) == "gs://b/t.parquet"
     # The instance dies here, inside "load": nothing else is written.
     expire_lease(clock)
-    second = start_attempt(ledger)
+    second, keeper = attempt(ledger)
     assert second.completed_stages(["extract", "transform", "load"]) == {
         "extract": {"rows": 120},
         "transform": "gs://b/t.parquet",
@@ -91,7 +100,7 @@ def test_a_takeover_resumes_after_the_last_finished_stage(ledger, clock, store):
     assert second.stage("extract", calls("extract", "redone")) == {"rows": 120}
     assert second.stage("transform", calls("transform", "redone")) == "gs://b/t.parquet"
     assert second.stage("load", calls("load", 120)) == 120
-    complete(second, ledger)
+    complete(keeper, ledger)
     assert calls.counts == {"extract": 1, "transform": 1, "load": 1}
     record = store.get(RUN.key).record
     assert (record.status, record.attempts) == (Status.COMPLETED, 2)
@@ -151,7 +160,7 @@ def test_a_late_attempts_checkpoint_is_refused_and_writes_nothing(ledger, clock,
     late = start_attempt(ledger, lost)
     late.stage("extract", lambda: 1)
     expire_lease(clock)
-    newer = start_attempt(ledger)
+    newer, keeper = attempt(ledger)
     with pytest.raises(LeaseLost):
         late.checkpoint("transform", "late")
     assert len(lost) == 1
@@ -163,7 +172,7 @@ def test_a_late_attempts_checkpoint_is_refused_and_writes_nothing(ledger, clock,
     assert newer.completed_stages(["extract", "transform"]) == {"extract": 1}
     assert newer.find_output("report") is None
     assert newer.checkpoint("transform", "newer") == "newer"
-    complete(newer, ledger)
+    complete(keeper, ledger)
     assert store.get(RUN.key).record.attempt_id == "attempt-2"
 
 
@@ -177,13 +186,13 @@ def test_a_late_attempt_cannot_write_even_before_it_notices(ledger, clock):
 
 
 def test_checkpoints_renew_the_lease_and_completion_uses_the_new_version(ledger, clock, store):
-    ctx = start_attempt(ledger)
+    ctx, keeper = attempt(ledger)
     clock.advance(minutes=4)
     ctx.checkpoint("extract", 1)
-    assert ctx._lease.claim.lease_expires == clock() + LEASE
+    assert keeper.claim.lease_expires == clock() + LEASE
     clock.advance(minutes=4)  # past the claim's first lease, inside the renewed one
     assert ctx.lease_held()
-    complete(ctx, ledger)
+    complete(keeper, ledger)
     assert store.get(RUN.key).record.status is Status.COMPLETED
 
 
@@ -206,7 +215,7 @@ class LostAnswers:
 @pytest.mark.parametrize("land", [True, False])
 def test_a_write_whose_answer_was_lost_is_settled_from_the_store(store, clock, land):
     ledger = make_ledger(LostAnswers(store, land), clock)
-    ctx = start_attempt(ledger)
+    ctx, keeper = attempt(ledger)
     if land:
         assert ctx.checkpoint("extract", 1) == 1
     else:
@@ -214,7 +223,7 @@ def test_a_write_whose_answer_was_lost_is_settled_from_the_store(store, clock, l
             ctx.checkpoint("extract", 1)
     assert ctx.lease_held()
     # Either way the claim is current, so the run can still be completed.
-    complete(ctx, ledger)
+    complete(keeper, ledger)
     assert store.get(RUN.key).record.status is Status.COMPLETED
     assert bool(store.get_items(RUN.key, ["checkpoint:extract"])) is land
 
@@ -285,20 +294,20 @@ class LostRenewalAnswer:
 def test_a_checkpoint_after_a_renewal_whose_answer_was_lost(store, clock):
     flaky = LostRenewalAnswer(store)
     ledger = make_ledger(flaky, clock)
-    ctx = start_attempt(ledger)
+    ctx, keeper = attempt(ledger)
     flaky.armed = True
     clock.advance(minutes=2)
-    ctx._lease.renew_now()  # landed; the keeper only knows the outcome is unknown
+    keeper.renew_now()  # landed; the keeper only knows the outcome is unknown
     assert ctx.checkpoint("extract", 1) == 1
-    complete(ctx, ledger)
+    complete(keeper, ledger)
     assert store.get(RUN.key).record.status is Status.COMPLETED
 
 
 def test_a_claim_behind_our_own_record_is_caught_up_not_treated_as_lost(ledger, store, clock):
-    ctx = start_attempt(ledger)
-    claim = ctx._lease.claim
+    ctx, keeper = attempt(ledger)
+    claim = keeper.claim
     store.update(RUN.key, {"lease_expires": claim.lease_expires}, claim.version)  # "our" write
     assert ctx.checkpoint("extract", 1) == 1
     assert ctx.lease_held()
-    complete(ctx, ledger)
+    complete(keeper, ledger)
     assert store.get(RUN.key).record.status is Status.COMPLETED

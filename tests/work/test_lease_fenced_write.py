@@ -10,7 +10,7 @@ from runledger.exceptions import LeaseLost, VersionConflict
 from runledger.lease import LeaseKeeper
 from runledger.ledger import Claim, RunIdentity
 from runledger.memory_store import MemoryRunStore
-from tests.handler.support import T0, FakeClock, make_ledger
+from tests.handler.support import T0, DrivenRenewals, FakeClock, make_ledger
 
 RUN = RunIdentity("k" * 64, "etl", T0, "acme-prod", "europe-west1", False)
 
@@ -23,7 +23,7 @@ def setup():
     claim = ledger.claim(RUN)
     assert isinstance(claim, Claim)
     lost: list[str] = []
-    return store, ledger, LeaseKeeper(ledger, claim, lost.append), lost
+    return store, ledger, LeaseKeeper(ledger, claim, lost.append, DrivenRenewals()), lost
 
 
 def test_the_new_claim_is_adopted_and_renewal_builds_on_it(setup):

@@ -14,8 +14,8 @@ import pytest
 
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW, RunIdentity
+from runledger.ledgerops import is_dead_letter, is_stale
 from runledger.ops import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
-from runledger.opsview import is_dead_letter, is_stale
 from runledger.record import RunRecord, Status
 from runledger.workitem import WorkItem, WorkKind
 from tests.handler.support import RETENTION, T0, make_ledger, run_record
@@ -205,16 +205,16 @@ def test_errors_are_one_line(seeded, argv, message):
 
 
 def test_release_refuses_a_run_that_changed_since_it_was_read(seeded, monkeypatch):
-    from runledger import opsview
+    from runledger import ledgerops
 
-    original = opsview.LedgerOps.plan_release
+    original = ledgerops.LedgerOps.plan_release
 
     def plan_then_change(self, key_, now, clear):
         plan = original(self, key_, now, clear)
         seeded.update(key(2), {"attempts": 5}, plan.row.version)  # someone else moved first
         return plan
 
-    monkeypatch.setattr(opsview.LedgerOps, "plan_release", plan_then_change)
+    monkeypatch.setattr(ledgerops.LedgerOps, "plan_release", plan_then_change)
     code, _, err = ops("release", key(2), "--yes")
     assert code == EXIT_ERROR
     assert "changed since it was read; nothing released" in err

@@ -1,4 +1,4 @@
-"""The fenced item write behaves the same on Firestore (the emulator) and in memory."""
+"""The fenced item writes behave the same on Firestore (the emulator) and in memory."""
 
 from __future__ import annotations
 
@@ -78,11 +78,35 @@ def test_fenced_create_of_an_existing_item_keeps_the_first_and_the_run(store):
 
 
 def test_fenced_create_under_a_missing_run_is_a_conflict(store):
-    version = store.create("k1", record())
-    store.delete("k1", version)
+    """As when TTL deletion removed the run after it was read: no orphan item is left."""
+    version = store.create("k0", record())
     with pytest.raises(VersionConflict):
         store.create_item_fenced("k1", version, LATER, item())
     assert store.get_items("k1", ["checkpoint:extract"]) == {}
+
+
+RELEASED = {"status": "released"}
+
+
+def test_fenced_delete_removes_the_items_and_changes_the_run_in_one_commit(store):
+    version = store.create("k1", record())
+    version = store.create_item_fenced("k1", version, LATER, item("a"))
+    version = store.create_item_fenced("k1", version, LATER, item("b"))
+    new_version = store.delete_items_fenced("k1", version, RELEASED, ["checkpoint:a", "output:x"])
+    assert new_version != version
+    run = store.get("k1")
+    assert (run.version, run.record.status.value) == (new_version, "released")
+    assert sorted(store.get_items("k1", ["checkpoint:a", "checkpoint:b"])) == ["checkpoint:b"]
+
+
+def test_fenced_delete_at_a_stale_version_deletes_nothing(store):
+    old = store.create("k1", record())
+    current = store.create_item_fenced("k1", old, LATER, item("a"))
+    with pytest.raises(VersionConflict):
+        store.delete_items_fenced("k1", old, RELEASED, ["checkpoint:a"])
+    assert sorted(store.get_items("k1", ["checkpoint:a"])) == ["checkpoint:a"]
+    run = store.get("k1")
+    assert (run.version, run.record.status.value) == (current, "in_progress")
 
 
 def test_get_items_returns_only_existing_ones_in_one_call(store):

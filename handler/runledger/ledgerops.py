@@ -1,28 +1,28 @@
-"""What operators ask of the ledger: runs by status, the watchdog view, dead letters, release.
+"""Operations on runs for `python -m runledger.ops`: find and list runs, release a dead letter.
 
 Queries use equality filters only (`status`, `job`), which Firestore serves
 from its automatic single-field indexes, so no composite index is needed;
 ordering and the time conditions (lease ran out, TTL passed) are applied
 here, over a collection the TTL keeps small. The time tests are pure functions
-of a record and `now`.
+of a record and `now`, and the lease test is the ledger's own takeover rule.
 
-Release is the one write: a failed run goes back to `released`, so the next
-delivery of that run claims it at once and redoes it. It is fenced by the
-version read, in one commit with any checkpoint deletions, so a run that
-changed since it was shown is left alone.
+Release is the one write, and the ledger makes it (`Ledger.release_failed`):
+a failed run goes back to `released`, so the next delivery of that run claims
+it at once and redoes it. It is fenced by the version read, in one commit with
+any checkpoint deletions, so a run that changed since it was shown is left alone.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from google.api_core import exceptions as gexc
-
-from runledger.firestore_store import CALL_DEADLINE_S, WORK_COLLECTION
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import RunRecord, Status
+from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S
+from runledger.firestore_store import WORK_COLLECTION, FirestoreRunStore
+from runledger.ledger import Ledger, ReleaseRefused, may_take_over, refuse_release
+from runledger.record import RunRecord, Status, Versioned
 from runledger.workitem import WorkItem, WorkKind
 
 if TYPE_CHECKING:
@@ -54,11 +54,11 @@ class ReleasePlan:
 
 
 def is_stale(record: RunRecord, now: datetime) -> bool:
-    """In progress, but its lease ran out (beyond clock skew): the attempt is gone."""
+    """In progress, yet a new attempt may take it over: the attempt holding it is gone."""
     return (
         record.status is Status.IN_PROGRESS
-        and record.lease_expires + MAX_CLOCK_SKEW <= now
         and not record.is_expired(now)
+        and may_take_over(record, now)
     )
 
 
@@ -73,8 +73,8 @@ def newest_first(rows: list[RunRow]) -> list[RunRow]:
 
 class LedgerOps:
     def __init__(self, client: firestore.Client, collection: str) -> None:
-        self._client = client
         self._collection = client.collection(collection)
+        self._store = FirestoreRunStore(client, collection)
 
     def runs(
         self,
@@ -142,12 +142,10 @@ class LedgerOps:
 
     def plan_release(self, key: str, now: datetime, clear_checkpoints: bool) -> ReleasePlan:
         row = self.find(key)
-        if row.record.status is not Status.FAILED:
-            raise OpsError(
-                f"run {row.key} is {row.record.status.value}, not failed: nothing to release"
-            )
-        if row.record.is_expired(now):
-            raise OpsError(f"run {row.key} is past its expire_at: a new delivery starts it afresh")
+        try:
+            refuse_release(row.key, row.record, now)
+        except ReleaseRefused as exc:
+            raise OpsError(str(exc)) from exc
         checkpoints = []
         if clear_checkpoints:
             checkpoints = [
@@ -157,22 +155,20 @@ class LedgerOps:
 
     def release(self, plan: ReleasePlan, now: datetime, operator_note: str) -> None:
         """Apply a plan if the run is still exactly as it was read; raise OpsError if not."""
-        run_ref = self._collection.document(plan.row.key)
-        batch = self._client.batch()
-        batch.update(
-            run_ref,
-            {"status": Status.RELEASED.value, "released_at": now, "released_by": operator_note},
-            option=self._client.write_option(last_update_time=plan.row.version),
+        # A release neither claims nor renews: the lease and retention given
+        # here (the handler's defaults) are never used.
+        ledger = Ledger(
+            self._store,
+            lease=timedelta(seconds=DEFAULT_LEASE_S),
+            retention=timedelta(seconds=DEFAULT_RETENTION_S),
+            clock=lambda: now,
+            new_attempt_id=lambda: uuid.uuid4().hex,
         )
-        work = run_ref.collection(WORK_COLLECTION)
-        for name in plan.checkpoints:
-            batch.delete(work.document(f"{WorkKind.CHECKPOINT.value}:{name}"))
+        seen = Versioned(plan.row.record, plan.row.version)
         try:
-            batch.commit(timeout=CALL_DEADLINE_S)
-        except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-            raise OpsError(
-                f"run {plan.row.key} changed since it was read; nothing released (look again)"
-            ) from exc
+            ledger.release_failed(plan.row.key, seen, operator_note, plan.checkpoints)
+        except ReleaseRefused as exc:
+            raise OpsError(str(exc)) from exc
 
     @staticmethod
     def _row(snapshot: Any) -> RunRow:
