@@ -202,15 +202,14 @@ def expected_runs(
 def judge(
     run: ExpectedRun, records: Sequence[RunRecord], now: datetime, lease: timedelta
 ) -> Finding | None:
-    """The finding for a settled run given its records (at most one per instant)."""
+    """The finding for a settled run given its unexpired records (at most one per instant)."""
     if now < run.settles_at(lease):
         return None
-    live = [record for record in records if not record.is_expired(now)]
-    if not live:
+    if not records:
         return Finding.MISSED
-    if any(record.status is Status.COMPLETED for record in live):
+    if any(record.status is Status.COMPLETED for record in records):
         return None
-    record = live[0]
+    record = records[0]
     if record.status is Status.IN_PROGRESS:
         return Finding.STALE if record.lease_expires + MAX_CLOCK_SKEW <= now else None
     return Finding.FAILED if record.status is Status.FAILED else Finding.RELEASED
@@ -261,6 +260,8 @@ class Audit:
                 (instant, records[keys[run.job.id, instant]])
                 for instant in run.instants
                 if keys[run.job.id, instant] in records
+                # past expire_at a record is as good as absent (TTL deletion is lazy)
+                and not records[keys[run.job.id, instant]].is_expired(now)
             ]
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
