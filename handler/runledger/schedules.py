@@ -174,13 +174,18 @@ def _only(settings_names: frozenset[str], variable: str) -> str:
 def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
     """Read DEDUP_SCHEDULES and DEDUP_AUDIT_LOOKBACK_SECONDS against the handler's settings."""
     schedules = parse_schedules(env.get(VARIABLE, ""))
-    raw = env.get(LOOKBACK_VARIABLE, str(int(DEFAULT_LOOKBACK.total_seconds()))).strip()
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ConfigError(f"{LOOKBACK_VARIABLE}: {raw!r} is not a positive whole number of seconds")
-    lookback = timedelta(seconds=int(raw))
-    # Past the retention a record may be gone, and its run would read as missed.
-    if lookback >= settings.retention:
-        raise ConfigError(f"{LOOKBACK_VARIABLE}: must be shorter than DEDUP_RETENTION_SECONDS")
+    # Past the retention a record may be gone, and its run would read as missed: the
+    # default stays inside it, a value set explicitly must.
+    lookback = min(DEFAULT_LOOKBACK, settings.retention - settings.lease)
+    raw = env.get(LOOKBACK_VARIABLE, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) <= 0:
+            raise ConfigError(
+                f"{LOOKBACK_VARIABLE}: {raw!r} is not a positive whole number of seconds"
+            )
+        lookback = timedelta(seconds=int(raw))
+        if lookback >= settings.retention:
+            raise ConfigError(f"{LOOKBACK_VARIABLE}: must be shorter than DEDUP_RETENTION_SECONDS")
     # A catch-up claim must land while the record it writes is still retained.
     for schedule in schedules:
         if schedule.catch_up and schedule.catch_up_max_age + settings.lease >= settings.retention:

@@ -69,6 +69,8 @@ def test_windows_must_fit_inside_the_retention():
     # The test settings keep records for one day.
     with pytest.raises(ConfigError, match="DEDUP_AUDIT_LOOKBACK_SECONDS: must be shorter"):
         audit_settings({"DEDUP_AUDIT_LOOKBACK_SECONDS": "86400"}, settings())
+    short = settings(DEDUP_RETENTION_SECONDS="3600")
+    assert audit_settings({}, short).lookback == timedelta(seconds=3600) - short.lease
     late = ENTRY | {"catchUp": True, "catchUpMaxAgeSeconds": 86200}
     with pytest.raises(ConfigError, match=r"\('etl'\): catchUpMaxAgeSeconds plus the lease"):
         audit_settings({"DEDUP_SCHEDULES": json.dumps([late])} | SCOPE, settings(**SCOPE))
