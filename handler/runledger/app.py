@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from runledger.audit import install_audit
 from runledger.config import Settings
 from runledger.context import RunContext
 from runledger.delivery import identify_run
@@ -28,6 +29,7 @@ from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
 from runledger.log import log_line
 from runledger.record import Status
+from runledger.schedules import audit_settings, check_jobs
 from runledger.store import RunStore
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -96,7 +98,11 @@ class App:
             client = firestore.Client(database=settings.database)
             return FirestoreRunStore(client, settings.collection)
 
-        return cls(settings, jobs, firestore_store)
+        audit = audit_settings(env, settings)
+        check_jobs(audit, jobs, settings.jobs_module)
+        app = cls(settings, jobs, firestore_store)
+        install_audit(app, audit)
+        return app
 
     @property
     def ledger(self) -> Ledger:
@@ -156,6 +162,21 @@ class App:
             return _duplicate_response(result)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, body, fields)
+
+    def catch_up(self, run: RunIdentity) -> Response:
+        """Run a scheduled run the audit found missed or released, claimed as a delivery is.
+
+        A late Scheduler retry of the same run races this on the one claim, so
+        exactly one of them runs the job. The job sees an empty body.
+        """
+        fields: dict[str, object] = {}
+        try:
+            result = self.ledger.claim(run)
+        except StoreUnavailable as exc:
+            return Response(503, "store_unavailable", f"ledger unavailable before claim: {exc}")
+        if isinstance(result, Duplicate):
+            return _duplicate_response(result)
+        return self._execute(run, result, b"", fields)
 
     def _execute(
         self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]

@@ -6,6 +6,9 @@
     failed   runs that failed for good (the dead letters)
     release  give a failed run back so its next delivery redoes it (asks first;
              --dry-run shows what would change, --yes skips the question)
+    audit    every scheduled time of every job in DEDUP_SCHEDULES over --since,
+             held against the ledger: missed, stale, failed and released runs
+             (exit 1 when there is any finding, 2 when the audit cannot run)
 
 Talks to the Firestore emulator when FIRESTORE_EMULATOR_HOST is set, else to
 --project with application-default credentials. Every failure is one line on
@@ -20,9 +23,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
+from runledger.audit import Audit, AuditReport, AuditTooLarge, rfc3339
+from runledger.config import Settings
+from runledger.exceptions import ConfigError
+from runledger.firestore_store import FirestoreRunStore
 from runledger.ledgerops import LedgerOps, OpsError, ReleasePlan, RunRow
 from runledger.record import RunRecord, Status
 
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
     from google.cloud import firestore
 
 EXIT_OK, EXIT_ERROR, EXIT_DECLINED = 0, 1, 3
+# `audit`: 1 means findings, so an audit that could not run says 2.
+EXIT_FINDINGS, EXIT_AUDIT_FAILED = 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +77,36 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also delete the run's checkpoints so every stage is redone (outputs stay)",
     )
+    audit = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="scheduled runs that were missed, stale, failed or released",
+        description=(
+            "Reads the job schedules from DEDUP_SCHEDULES and the run keys' project and region "
+            "from DEDUP_ALLOWED_PROJECTS and DEDUP_ALLOWED_REGIONS, as the handler does. "
+            "Reports only: catch-up runs in the handler's own audit."
+        ),
+    )
+    audit.add_argument(
+        "--since",
+        type=parse_duration,
+        help="look-back window, e.g. 90m, 2h, 3600s (default: DEDUP_AUDIT_LOOKBACK_SECONDS, 6h)",
+    )
+    audit.add_argument("--job", help="only this Cloud Scheduler job id")
     return parser
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90m`, `2h`, `3600s`, `1d`: a positive whole number and one unit."""
+    value, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit not in _DURATION_UNITS or not (value.isascii() and value.isdigit()) or not int(value):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration such as 90m, 2h or 3600s (units: s, m, h, d)"
+        )
+    return timedelta(seconds=int(value) * _DURATION_UNITS[unit])
 
 
 def firestore_client(args: argparse.Namespace, env: Mapping[str, str]) -> firestore.Client:
@@ -209,6 +247,60 @@ def run_command(
     return EXIT_OK
 
 
+def _print_audit(report: AuditReport, as_json: bool, out: IO[str]) -> None:
+    if as_json:
+        print(json.dumps([item.to_json() for item in report.findings]), file=out)
+        return
+    if report.findings:
+        print(f"{'JOB':<24} {'SCHEDULED':<21} {'FINDING':<9} DETAIL", file=out)
+    for item in report.findings:
+        detail = "no run on record"
+        if item.record is not None:
+            detail = f"{item.record.attempts} attempt(s)"
+            if item.record.error:
+                detail += f": {_one_line(item.record.error, 60)}"
+        print(
+            f"{item.job[:24]:<24} {rfc3339(item.schedule_time):<21} "
+            f"{item.finding.value:<9} {detail}",
+            file=out,
+        )
+    print(
+        f"{len(report.findings)} finding(s) in {report.checked} settled scheduled run(s) of "
+        f"{report.jobs} job(s), {rfc3339(report.window_start)} to {rfc3339(report.window_end)}; "
+        f"{report.pending} still inside their retry window; {report.reads} document read(s)",
+        file=out,
+    )
+
+
+def run_audit(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    now: datetime,
+    client_factory: Callable[[argparse.Namespace, Mapping[str, str]], Any],
+    stdout: IO[str],
+) -> int:
+    """The audit from a terminal: settings from the environment, ledger from --project."""
+    from runledger.schedules import audit_settings
+
+    settings = Settings.from_env(env)
+    audit_config = audit_settings(env, settings)
+    if not audit_config.schedules:
+        raise ConfigError("DEDUP_SCHEDULES: not set; export the schedules the handler runs with")
+    if args.job is not None and audit_config.schedule(args.job) is None:
+        raise ConfigError(f"--job: {args.job!r} is not in DEDUP_SCHEDULES")
+    if args.since is not None and args.since >= settings.retention:
+        raise ConfigError(
+            f"--since: must be shorter than the ledger retention "
+            f"({int(settings.retention.total_seconds())} s, DEDUP_RETENTION_SECONDS); "
+            "older runs may be gone and would read as missed"
+        )
+    store = FirestoreRunStore(client_factory(args, env), args.collection)
+    audit = Audit(audit_config, lease=settings.lease, read=store.get_many, clock=lambda: now)
+    report = audit.run(args.since, args.job)
+    _print_audit(report, args.json, stdout)
+    return EXIT_FINDINGS if report.findings else EXIT_OK
+
+
 def _operator() -> str:
     try:
         return getpass.getuser()
@@ -255,6 +347,17 @@ def main(
     stderr = stderr or sys.stderr
     env = os.environ if env is None else env
     args = build_parser().parse_args(argv)
+    if args.command == "audit":
+        try:
+            return run_audit(args, env, clock(), client_factory, stdout)
+        except (ConfigError, AuditTooLarge) as exc:
+            print(f"error: {exc}", file=stderr)
+        except KeyboardInterrupt:
+            print("interrupted", file=stderr)
+            return 130
+        except Exception as exc:  # the ledger could not be read: no verdict, not "no findings"
+            print(f"error: {_error_line(exc)}", file=stderr)
+        return EXIT_AUDIT_FAILED
     try:
         ops = LedgerOps(client_factory(args, env), args.collection)
         return run_command(args, ops, clock(), stdin, stdout, stderr)

@@ -1,0 +1,215 @@
+"""DEDUP_SCHEDULES and the audit's other settings, read and checked once at start-up.
+
+`DEDUP_SCHEDULES` is a stable contract (the Pulumi program writes it, checks
+outside the repo read it): a JSON list with one object per Cloud Scheduler job,
+
+    {"id": "nightly-report", "schedule": "0 2 * * *", "timeZone": "Europe/Berlin",
+     "retryWindowSeconds": 540, "attemptDeadlineSeconds": 180,
+     "catchUp": false, "catchUpMaxAgeSeconds": 3600}
+
+`id`, `schedule`, `timeZone` and `retryWindowSeconds` are required;
+`attemptDeadlineSeconds` defaults to Cloud Scheduler's 180 s, `catchUp` to
+false and `catchUpMaxAgeSeconds` to one hour. Unknown keys are refused, so a
+typo cannot silently switch a feature off. Unset or empty means no schedules:
+the audit then has nothing to check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from runledger.config import Settings
+from runledger.exceptions import ConfigError
+from runledger.facts import (
+    DEFAULT_ATTEMPT_DEADLINE_S,
+    JOB_ID,
+    MAX_ATTEMPT_DEADLINE_S,
+    MIN_ATTEMPT_DEADLINE_S,
+    unix_cron_problem,
+)
+
+VARIABLE = "DEDUP_SCHEDULES"
+LOOKBACK_VARIABLE = "DEDUP_AUDIT_LOOKBACK_SECONDS"
+# The job id the stack's audit Scheduler job delivers under. The handler serves it
+# itself, so no user job and no DEDUP_SCHEDULES entry may take it.
+AUDIT_JOB_ID = "runledger-audit"
+DEFAULT_LOOKBACK = timedelta(hours=6)
+DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
+_REQUIRED = ("id", "schedule", "timeZone", "retryWindowSeconds")
+_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds")
+
+
+@dataclass(frozen=True)
+class JobSchedule:
+    """One job's schedule and the timing the audit judges its runs by."""
+
+    id: str
+    schedule: str
+    time_zone: str
+    retry_window: timedelta
+    attempt_deadline: timedelta
+    catch_up: bool
+    catch_up_max_age: timedelta
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.time_zone)
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """What the audit needs beyond `Settings`: the schedules, its window, the run-key scope.
+
+    A run's key hashes the project and region its delivery carried (see
+    `delivery.run_key`). The stack serves exactly one of each and says so in
+    DEDUP_ALLOWED_PROJECTS / DEDUP_ALLOWED_REGIONS, so the audit takes them
+    from there and can compute every expected run's key without a query.
+    """
+
+    schedules: tuple[JobSchedule, ...]
+    lookback: timedelta
+    project: str
+    region: str
+
+    def schedule(self, job_id: str) -> JobSchedule | None:
+        return next((s for s in self.schedules if s.id == job_id), None)
+
+
+def _where(index: int, entry: Mapping[str, Any]) -> str:
+    job = entry.get("id")
+    return f"{VARIABLE}[{index}]" + (f" ({job!r})" if isinstance(job, str) else "")
+
+
+def _seconds(where: str, name: str, value: Any, low: float, high: float | None = None) -> timedelta:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ConfigError(f"{where}: {name} {value!r} is not a number of seconds")
+    if value < low or (high is not None and value > high):
+        bound = f"at least {low:g}" if high is None else f"{low:g} to {high:g}"
+        raise ConfigError(f"{where}: {name} {value!r} must be {bound} seconds")
+    return timedelta(seconds=value)
+
+
+def _entry(index: int, entry: Any) -> JobSchedule:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{VARIABLE}[{index}]: each entry must be a JSON object")
+    where = _where(index, entry)
+    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        allowed = ", ".join(_REQUIRED + _OPTIONAL)
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    missing = [key for key in _REQUIRED if key not in entry]
+    if missing:
+        raise ConfigError(f"{where}: missing {', '.join(missing)}")
+    job = entry["id"]
+    if not isinstance(job, str) or not JOB_ID.fullmatch(job):
+        raise ConfigError(f"{where}: id {job!r} is not a Cloud Scheduler job id")
+    if job == AUDIT_JOB_ID:
+        raise ConfigError(f"{where}: id {AUDIT_JOB_ID!r} is reserved for the audit itself")
+    schedule = entry["schedule"]
+    problem = unix_cron_problem(schedule) if isinstance(schedule, str) else "not a string"
+    if problem:
+        raise ConfigError(f"{where}: schedule {problem}")
+    time_zone = entry["timeZone"]
+    try:
+        ZoneInfo(time_zone)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise ConfigError(f"{where}: timeZone {time_zone!r} is not a tz database name") from None
+    deadline = _seconds(
+        where,
+        "attemptDeadlineSeconds",
+        entry.get("attemptDeadlineSeconds", DEFAULT_ATTEMPT_DEADLINE_S),
+        MIN_ATTEMPT_DEADLINE_S,
+        MAX_ATTEMPT_DEADLINE_S,
+    )
+    # The first attempt alone may take a full deadline, so no window is shorter.
+    window = _seconds(
+        where, "retryWindowSeconds", entry["retryWindowSeconds"], deadline.total_seconds()
+    )
+    catch_up = entry.get("catchUp", False)
+    if not isinstance(catch_up, bool):
+        raise ConfigError(f"{where}: catchUp {catch_up!r} is not true or false")
+    max_age = _seconds(
+        where,
+        "catchUpMaxAgeSeconds",
+        entry.get("catchUpMaxAgeSeconds", DEFAULT_CATCH_UP_MAX_AGE.total_seconds()),
+        1,
+    )
+    return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age)
+
+
+def parse_schedules(raw: str) -> tuple[JobSchedule, ...]:
+    """The entries of a DEDUP_SCHEDULES value; ConfigError naming the entry if one is wrong."""
+    if not raw.strip():
+        return ()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{VARIABLE}: not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{VARIABLE}: must be a JSON list of job objects")
+    schedules = tuple(_entry(index, entry) for index, entry in enumerate(data))
+    seen: set[str] = set()
+    for schedule in schedules:
+        if schedule.id in seen:
+            raise ConfigError(f"{VARIABLE}: job {schedule.id!r} is listed twice")
+        seen.add(schedule.id)
+    return schedules
+
+
+def _only(settings_names: frozenset[str], variable: str) -> str:
+    if len(settings_names) != 1:
+        shown = ", ".join(sorted(settings_names)) or "unset"
+        raise ConfigError(
+            f"{VARIABLE}: the audit computes run keys for the one project and region this "
+            f"handler serves; set {variable} to exactly one value (now: {shown})"
+        )
+    return next(iter(settings_names))
+
+
+def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
+    """Read DEDUP_SCHEDULES and DEDUP_AUDIT_LOOKBACK_SECONDS against the handler's settings."""
+    schedules = parse_schedules(env.get(VARIABLE, ""))
+    # Past the retention a record may be gone, and its run would read as missed: the
+    # default stays inside it, a value set explicitly must.
+    lookback = min(DEFAULT_LOOKBACK, settings.retention - settings.lease)
+    raw = env.get(LOOKBACK_VARIABLE, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) <= 0:
+            raise ConfigError(
+                f"{LOOKBACK_VARIABLE}: {raw!r} is not a positive whole number of seconds"
+            )
+        lookback = timedelta(seconds=int(raw))
+        if lookback >= settings.retention:
+            raise ConfigError(f"{LOOKBACK_VARIABLE}: must be shorter than DEDUP_RETENTION_SECONDS")
+    # A catch-up claim must land while the record it writes is still retained.
+    for schedule in schedules:
+        if schedule.catch_up and schedule.catch_up_max_age + settings.lease >= settings.retention:
+            raise ConfigError(
+                f"{VARIABLE} ({schedule.id!r}): catchUpMaxAgeSeconds plus the lease must be "
+                "shorter than DEDUP_RETENTION_SECONDS"
+            )
+    if not schedules:
+        return AuditSettings((), lookback, "", "")
+    project = _only(settings.allowed_projects, "DEDUP_ALLOWED_PROJECTS")
+    region = _only(settings.allowed_regions, "DEDUP_ALLOWED_REGIONS")
+    return AuditSettings(schedules, lookback, project, region)
+
+
+def check_jobs(audit: AuditSettings, jobs: Mapping[str, object], jobs_module: str) -> None:
+    """Fail at start-up, naming the job, instead of a 404 on every delivery and missed runs."""
+    if AUDIT_JOB_ID in jobs:
+        raise ConfigError(
+            f"DEDUP_JOBS_MODULE: {jobs_module}.JOBS defines {AUDIT_JOB_ID!r}, "
+            "a job id reserved for the audit; rename that job"
+        )
+    for schedule in audit.schedules:
+        if schedule.id not in jobs:
+            raise ConfigError(
+                f"{VARIABLE}: job {schedule.id!r} is not defined in {jobs_module}.JOBS; "
+                "every delivery of it would be refused"
+            )

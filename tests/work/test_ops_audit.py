@@ -1,0 +1,140 @@
+"""`python -m runledger.ops audit` on the emulator: output, JSON and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from runledger.delivery import run_key
+from runledger.firestore_store import FirestoreRunStore
+from runledger.ops import main
+from runledger.record import Status
+from tests.clitools import REPO
+from tests.handler.support import RETENTION, T0, run_record
+
+NOW = T0 + timedelta(minutes=30)
+SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+SCHEDULES = json.dumps(
+    [
+        {"id": "etl", "schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200},
+        {"id": "report", "schedule": "0 9 * * *", "timeZone": "UTC", "retryWindowSeconds": 200},
+    ]
+)
+
+
+@pytest.fixture
+def env(firestore_emulator, firestore_db) -> dict[str, str]:
+    """The handler's settings as an operator exports them, the emulator as the ledger."""
+    return (
+        firestore_emulator.env()
+        | SCOPE
+        | {
+            "DEDUP_SCHEDULES": SCHEDULES,
+            "DEDUP_LEASE_SECONDS": "300",
+            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
+        }
+    )
+
+
+@pytest.fixture
+def seeded(firestore_db) -> None:
+    """etl ran at 10:00 and 12:00, failed for good at 11:00; report ran at 09:00."""
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    for job, hour, status in (
+        ("etl", 10, Status.COMPLETED),
+        ("etl", 11, Status.FAILED),
+        ("etl", 12, Status.COMPLETED),
+        ("report", 9, Status.COMPLETED),
+    ):
+        when = T0.replace(hour=hour)
+        error = "TerminalJobError: bad schema" if status is Status.FAILED else None
+        record = run_record(
+            f"{job}-{hour}",
+            status,
+            job=job,
+            schedule_time=when,
+            expire_at=when + RETENTION,
+            error=error,
+        )
+        store.create(run_key(job, when, "acme-prod", "europe-west1", manual=False), record)
+
+
+def audit_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["audit", *args], env=env, clock=lambda: NOW, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_json_lists_each_finding_and_exits_1(env, seeded):
+    code, out, err = audit_cli(env, "--since", "4h", "--json")
+    assert (code, err) == (1, "")
+    findings = [(item["job"], item["schedule_time"], item["finding"]) for item in json.loads(out)]
+    assert findings == [
+        ("etl", "2026-10-16T09:00:00Z", "missed"),
+        ("etl", "2026-10-16T11:00:00Z", "failed"),
+    ]
+
+
+def test_text_names_the_runs_and_the_read_cost(env, seeded):
+    code, out, _ = audit_cli(env, "--since", "240m")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[1].split()[:3] == ["etl", "2026-10-16T09:00:00Z", "missed"]
+    assert "TerminalJobError: bad schema" in lines[2]
+    assert lines[-1].startswith("2 finding(s) in 5 settled scheduled run(s) of 2 job(s)")
+    assert lines[-1].endswith("5 document read(s)")
+
+
+def test_no_finding_exits_0(env, seeded):
+    code, out, _ = audit_cli(env, "--since", "3600s", "--job", "etl", "--json")
+    assert (code, json.loads(out)) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("args", "env_change", "message"),
+    [
+        (["--job", "nope"], {}, "error: --job: 'nope' is not in DEDUP_SCHEDULES"),
+        (["--since", "2d"], {}, "error: --since: must be shorter than the ledger retention"),
+        ([], {"DEDUP_SCHEDULES": ""}, "error: DEDUP_SCHEDULES: not set"),
+        ([], {"DEDUP_SCHEDULES": "[1]"}, "error: DEDUP_SCHEDULES[0]: each entry must be"),
+        ([], {"DEDUP_ALLOWED_REGIONS": ""}, "error: DEDUP_SCHEDULES: the audit computes"),
+    ],
+)
+def test_bad_input_says_what_and_exits_2(env, args, env_change, message):
+    code, out, err = audit_cli(env | env_change, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(message)
+    assert "Traceback" not in err
+
+
+def test_as_a_command_a_bad_duration_exits_2_without_a_traceback(env):
+    result = run_cli(env, "audit", "--since", "ninety")
+    assert result.returncode == 2
+    assert "'ninety' is not a duration such as 90m, 2h or 3600s" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
+    result = run_cli(env, "audit", "--project", firestore_emulator.project, "--since", "2h")
+    # The real clock is far from the seeded day: every hour in the window is missed.
+    assert result.returncode == 1, result.stderr
+    assert "missed" in result.stdout
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as documented: `python -m runledger.ops` from handler/."""
+    return subprocess.run(
+        [sys.executable, "-m", "runledger.ops", *args],
+        cwd=REPO / "handler",
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "ignore", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
