@@ -139,9 +139,7 @@ def test_only_the_configured_invoker_project_and_region_get_through(
         "only Authorization (what a Scheduler OIDC delivery sends)": [
             ("Authorization", f"Bearer {good_token}")
         ],
-        "only X-Serverless-Authorization": [
-            ("x-serverless-authorization", f"Bearer {good_token}")
-        ],
+        "only X-Serverless-Authorization": [("x-serverless-authorization", f"Bearer {good_token}")],
         "X-Serverless-Authorization beside an application's own Authorization": [
             ("X-Serverless-Authorization", f"Bearer {good_token}"),
             ("Authorization", f"Bearer {insider_token}"),
