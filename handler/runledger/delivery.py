@@ -2,7 +2,9 @@
 
 The Scheduler headers are not authenticated and arrive in any case and
 UTC offset, so everything here is strict: a delivery that cannot be keyed
-exactly is refused with a one-line reason before anything is written.
+exactly is refused with a one-line reason before anything is written. The one
+header that may be absent is the ScheduleTime of a forced run; such a run is
+keyed by the window it arrived in (see `identify_delivery`).
 """
 
 from __future__ import annotations
