@@ -121,11 +121,11 @@ class Delivery:
 
 
 def unstamped_window(settings: Settings) -> timedelta:
-    """How long copies of a forced run without a ScheduleTime are recognised as one run.
+    """How long copies of a forced run without a ScheduleTime are surely recognised as one run.
 
-    One lease: Cloud Scheduler retries an attempt after its attemptDeadline,
-    which the deployment keeps below the request timeout the lease covers, so
-    a retry of a timed-out copy arrives while this window still holds.
+    One lease: it covers the request timeout, and so the attemptDeadline after
+    which Cloud Scheduler retries, which makes simultaneous copies and a first
+    retry after a short backoff fall inside it. A later retry may run again.
     """
     return settings.lease
 
