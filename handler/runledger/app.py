@@ -16,11 +16,13 @@ from datetime import UTC, datetime
 from runledger.audit import install_audit
 from runledger.config import Settings
 from runledger.context import RunContext
-from runledger.delivery import identify_run
+from runledger.delivery import Delivery, identify_delivery, unstamped_window
 from runledger.exceptions import (
     BadRequest,
     LeaseLost,
+    StorePermissionDenied,
     StoreUnavailable,
+    StoreUnusable,
     TerminalJobError,
 )
 from runledger.invoker import check_invoker
@@ -48,6 +50,20 @@ class Response:
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _store_response(exc: StoreUnavailable, what: str) -> Response:
+    """Every store failure answers non-2xx, so Cloud Scheduler delivers the run again.
+
+    The outcome names the cause an operator must act on: a permission the
+    deploy granted but IAM has not applied yet, or a database that can never
+    hold the ledger.
+    """
+    if isinstance(exc, StoreUnusable):
+        return Response(500, "store_unusable", f"{what}: {exc}")
+    if isinstance(exc, StorePermissionDenied):
+        return Response(503, "store_permission_denied", f"{what}: {exc}")
+    return Response(503, "store_unavailable", f"{what}: {exc}")
 
 
 def _duplicate_response(duplicate: Duplicate) -> Response:
@@ -144,19 +160,20 @@ class App:
             return Response(413, "rejected", f"body larger than {MAX_BODY_BYTES} bytes")
         try:
             check_invoker(headers, self.settings.allowed_invokers)
-            run = identify_run(headers, self.settings, self.jobs, self._clock())
+            delivery = identify_delivery(headers, self.settings, self.jobs, self._clock())
         except BadRequest as exc:
             return Response(exc.status, "rejected", exc.reason)
-        fields.update(
-            run_key=run.key,
-            job=run.job,
-            schedule_time=run.schedule_time.isoformat(),
-            manual=run.manual,
-        )
         try:
+            run = self._joined(delivery, fields)
+            fields.update(
+                run_key=run.key,
+                job=run.job,
+                schedule_time=run.schedule_time.isoformat(),
+                manual=run.manual,
+            )
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
-            return Response(503, "store_unavailable", f"ledger unavailable before claim: {exc}")
+            return _store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return _duplicate_response(result)
@@ -173,10 +190,26 @@ class App:
         try:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
-            return Response(503, "store_unavailable", f"ledger unavailable before claim: {exc}")
+            return _store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
             return _duplicate_response(result)
         return self._execute(run, result, b"", fields)
+
+    def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
+        """The run an unstamped forced run's copy belongs to: the earlier window's, if it began.
+
+        Copies are recognised as one run for at least one window after the first
+        arrived and at most two; a copy arriving later runs the job again. The
+        window goes to the log line so a repeat can be explained.
+        """
+        if delivery.earlier is None:
+            return delivery.run
+        window = int(unstamped_window(self.settings).total_seconds())
+        fields["unstamped_forced_run_window_s"] = window
+        found = self.ledger.read(delivery.earlier.key)
+        if found is not None and not found.is_expired(self._clock()):
+            return delivery.earlier
+        return delivery.run
 
     def _execute(
         self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]
@@ -222,4 +255,4 @@ class App:
                 409, "lease_lost", "another attempt took over this run; result not recorded"
             )
         except StoreUnavailable as exc:
-            return Response(503, "store_unavailable", f"could not record the outcome: {exc}")
+            return _store_response(exc, "could not record the outcome")

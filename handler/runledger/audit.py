@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -45,7 +45,6 @@ from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
 if TYPE_CHECKING:
     from runledger.app import App
     from runledger.context import RunContext
-    from runledger.store import RunStore
 
 # Reads one audit may make. At one read per expected run this is, e.g., 100
 # jobs every 5 minutes over 6 hours (7,200) with room to spare.
@@ -74,25 +73,7 @@ class AuditTooLarge(Exception):
     """The audit would read more than MAX_READS documents; narrow the window or the jobs."""
 
 
-@runtime_checkable
-class BatchReader(Protocol):
-    def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
-        """The records among `keys` that exist, by key."""
-
-
 Reader = Callable[[Sequence[str]], Mapping[str, RunRecord]]
-
-
-def store_reader(store: RunStore) -> Reader:
-    """Batch reads where the store has them, one `get` per key otherwise."""
-    if isinstance(store, BatchReader):
-        return store.get_many
-
-    def one_by_one(keys: Sequence[str]) -> dict[str, RunRecord]:
-        found = {key: store.get(key) for key in keys}
-        return {key: versioned.record for key, versioned in found.items() if versioned}
-
-    return one_by_one
 
 
 @dataclass(frozen=True)
@@ -360,7 +341,7 @@ def install_audit(app: App, settings: AuditSettings) -> None:
         audit = Audit(
             settings,
             lease=app.settings.lease,
-            read=store_reader(app.ledger.store),
+            read=app.ledger.read_many,
             clock=app.ledger.now,
             catch_up=catch_up,
         )

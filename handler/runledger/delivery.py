@@ -2,7 +2,9 @@
 
 The Scheduler headers are not authenticated and arrive in any case and
 UTC offset, so everything here is strict: a delivery that cannot be keyed
-exactly is refused with a one-line reason before anything is written.
+exactly is refused with a one-line reason before anything is written. The one
+header that may be absent is the ScheduleTime of a forced run; such a run is
+keyed by the window it arrived in (see `identify_delivery`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from runledger.config import ManualRuns, Settings
@@ -29,6 +32,7 @@ _RFC3339 = re.compile(
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
     re.ASCII,  # \d would otherwise match any Unicode digit, which int() accepts
 )
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ID_VALUE = re.compile(r"[A-Za-z0-9._:-]{1,100}")
 _MAX_SHOWN = 60
 
@@ -86,35 +90,93 @@ def _id_header(headers: Iterable[tuple[str, str]], name: str, allowed: frozenset
     return value
 
 
-def run_key(job: str, schedule_time: datetime, project: str, region: str, manual: bool) -> str:
+def _key(job: str, instant: datetime, project: str, region: str, kind: str) -> str:
     canonical = "\n".join(
         [
             "v1",
             project,
             region,
             job,
-            schedule_time.astimezone(UTC).isoformat(timespec="microseconds"),
-            "manual" if manual else "scheduled",
+            instant.astimezone(UTC).isoformat(timespec="microseconds"),
+            kind,
         ]
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def identify_run(
+def run_key(job: str, schedule_time: datetime, project: str, region: str, manual: bool) -> str:
+    return _key(job, schedule_time, project, region, "manual" if manual else "scheduled")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The run a delivery names, and for an unstamped forced run the run it may repeat.
+
+    `earlier` is the same forced run had its first copy arrived in the previous
+    window; the handler joins that run when its record exists.
+    """
+
+    run: RunIdentity
+    earlier: RunIdentity | None = None
+
+
+def unstamped_window(settings: Settings) -> timedelta:
+    """How long copies of a forced run without a ScheduleTime are surely recognised as one run.
+
+    One lease: it covers the request timeout, and so the attemptDeadline after
+    which Cloud Scheduler retries, which makes simultaneous copies and a first
+    retry after a short backoff fall inside it. A later retry may run again.
+    """
+    return settings.lease
+
+
+def _unstamped(job: str, project: str, region: str, window: timedelta, index: int) -> RunIdentity:
+    start = _EPOCH + window * index
+    return RunIdentity(
+        key=_key(job, start, project, region, "manual-unstamped"),
+        job=job,
+        schedule_time=start,
+        project=project,
+        region=region,
+        manual=True,
+    )
+
+
+def identify_delivery(
     headers: Iterable[tuple[str, str]],
     settings: Settings,
     jobs: Mapping[str, object],
     now: datetime,
-) -> RunIdentity:
+) -> Delivery:
     headers = list(headers)
     job = single_header(headers, JOB_HEADER)
     if not JOB_ID.fullmatch(job):
         raise BadRequest(f"{JOB_HEADER} {_shown(job)} is not a Cloud Scheduler job id")
-    schedule_time = parse_schedule_time(single_header(headers, SCHEDULE_HEADER))
+    stamped = bool(header_values(headers, SCHEDULE_HEADER))
+    schedule_time = (
+        parse_schedule_time(single_header(headers, SCHEDULE_HEADER)) if stamped else None
+    )
     project = _id_header(headers, settings.project_header, settings.allowed_projects)
     region = _id_header(headers, settings.region_header, settings.allowed_regions)
     if job not in jobs:
         raise BadRequest(f"unknown job {_shown(job)}: not in {settings.jobs_module}.JOBS", 404)
+    if schedule_time is None:
+        # "If you trigger a job manually ... this header uses the next scheduled
+        # run's timestamp or might be omitted" (Cloud Scheduler, "Deduplicate job
+        # requests"). Nothing else in the request is documented to stay the same
+        # across its retries, so copies are grouped by arrival time instead.
+        if settings.manual_runs is ManualRuns.REJECT:
+            raise BadRequest(
+                f"forced (manual) run without {SCHEDULE_HEADER} rejected here "
+                "(DEDUP_MANUAL_RUNS=reject)",
+                403,
+            )
+        window = unstamped_window(settings)
+        index = (now - _EPOCH) // window
+        return Delivery(
+            run=_unstamped(job, project, region, window, index),
+            earlier=_unstamped(job, project, region, window, index - 1),
+        )
     if schedule_time < now - settings.retention:
         raise BadRequest(
             f"{SCHEDULE_HEADER} is older than the ledger retention "
@@ -125,11 +187,23 @@ def identify_run(
     manual = schedule_time > now + MANUAL_TOLERANCE
     if manual and settings.manual_runs is ManualRuns.REJECT:
         raise BadRequest("forced (manual) runs are rejected here (DEDUP_MANUAL_RUNS=reject)", 403)
-    return RunIdentity(
-        key=run_key(job, schedule_time, project, region, manual),
-        job=job,
-        schedule_time=schedule_time,
-        project=project,
-        region=region,
-        manual=manual,
+    return Delivery(
+        RunIdentity(
+            key=run_key(job, schedule_time, project, region, manual),
+            job=job,
+            schedule_time=schedule_time,
+            project=project,
+            region=region,
+            manual=manual,
+        )
     )
+
+
+def identify_run(
+    headers: Iterable[tuple[str, str]],
+    settings: Settings,
+    jobs: Mapping[str, object],
+    now: datetime,
+) -> RunIdentity:
+    """The run a delivery belongs to (for an unstamped forced run: its current window's)."""
+    return identify_delivery(headers, settings, jobs, now).run

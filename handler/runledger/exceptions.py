@@ -35,6 +35,22 @@ class StoreUnavailable(LedgerError):
     """The store did not answer; the outcome of the last write is unknown."""
 
 
+class StorePermissionDenied(StoreUnavailable):
+    """The store refused the handler's account (PermissionDenied).
+
+    Retryable like an outage: IAM grants made by the same deploy can take
+    minutes to apply, and the run must still happen once they do.
+    """
+
+
+class StoreUnusable(StoreUnavailable):
+    """The database cannot hold the ledger at all (e.g. it is in Datastore mode).
+
+    Deliveries still answer non-2xx so nothing is lost, but no retry fixes it:
+    the deployment has to point at a Firestore database in Native mode.
+    """
+
+
 class LeaseLost(LedgerError):
     """Another attempt took over the run; this attempt must not finish it."""
 

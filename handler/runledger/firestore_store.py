@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 
-from runledger.exceptions import RecordExists, StoreUnavailable, VersionConflict
+from runledger.exceptions import (
+    RecordExists,
+    StorePermissionDenied,
+    StoreUnavailable,
+    StoreUnusable,
+    VersionConflict,
+)
 from runledger.record import RunRecord, Versioned
 from runledger.workitem import StoredItem, WorkItem
 
@@ -42,6 +48,27 @@ def _retry() -> gretry.Retry:
     )
 
 
+def _store_error(exc: gexc.GoogleAPICallError) -> StoreUnavailable:
+    """Name the two causes an operator must act on; every other error reads as an outage."""
+    if isinstance(exc, gexc.Forbidden):  # PermissionDenied (gRPC 7) is a Forbidden (HTTP 403)
+        return StorePermissionDenied(
+            f"Firestore denied the handler's account ({type(exc).__name__}: {exc.message}); "
+            "IAM grants can take minutes to apply after a deploy"
+        )
+    # A Datastore-mode database answers every Firestore API call with
+    # FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore
+    # in Datastore Mode database projects/P/databases/D" (older projects: "... for
+    # Cloud Datastore projects"), as reported in quarkiverse/quarkus-google-cloud-services#422
+    # and GoogleCloudPlatform/java-docs-samples#3436.
+    text = str(exc.message).lower()
+    if isinstance(exc, gexc.FailedPrecondition) and "firestore api is not available" in text:
+        return StoreUnusable(
+            "the Firestore database is in Datastore mode; the ledger needs a database "
+            f"in Firestore Native mode ({exc.message})"
+        )
+    return StoreUnavailable(f"Firestore error: {type(exc).__name__}: {exc.message}")
+
+
 @contextmanager
 def _unavailable_on_transport_errors() -> Iterator[None]:
     try:
@@ -51,7 +78,7 @@ def _unavailable_on_transport_errors() -> Iterator[None]:
     except (gexc.RetryError, *_TRANSIENT) as exc:
         raise StoreUnavailable(f"Firestore unavailable: {type(exc).__name__}") from exc
     except gexc.GoogleAPICallError as exc:
-        raise StoreUnavailable(f"Firestore error: {type(exc).__name__}: {exc.message}") from exc
+        raise _store_error(exc) from exc
 
 
 class FirestoreRunStore:

@@ -119,6 +119,15 @@ class Ledger:
     def now(self) -> datetime:
         return self._clock()
 
+    def read(self, key: str) -> RunRecord | None:
+        """The run's record as stored, for callers that only look at it."""
+        found = self._store.get(key)
+        return found.record if found else None
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The records among `keys` that exist, in one round trip (the audit's read)."""
+        return self._store.get_many(keys)
+
     def expire_at(self, schedule_time: datetime) -> datetime:
         """When a run's record, and everything kept with it, may be deleted by TTL."""
         return schedule_time + self.retention

@@ -29,6 +29,11 @@ class MemoryRunStore:
         with self._lock:
             return self._records.get(key)
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        with self._lock:
+            found = {key: self._records.get(key) for key in keys}
+        return {key: versioned.record for key, versioned in found.items() if versioned}
+
     def create(self, key: str, record: RunRecord) -> Any:
         with self._lock:
             if key in self._records:

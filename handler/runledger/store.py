@@ -21,6 +21,9 @@ class RunStore(Protocol):
     def get(self, key: str) -> Versioned | None:
         """The record and its version, or None if there is none."""
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The records among `keys` that exist, by key, in one round trip (the audit's read)."""
+
     def create(self, key: str, record: RunRecord) -> Any:
         """Write a new record and return its version; raise RecordExists if the key is taken."""
 

@@ -46,11 +46,13 @@ MAX_ARGUMENT_BYTES = 32 * 1024
 _WORKFLOW = re.compile(r"projects/[^/]+/locations/[^/]+/workflows/[^/]+")
 _RUN_JOB = re.compile(r"projects/[^/]+/locations/[^/]+/jobs/[^/]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A retry cannot fix these: the target is missing, misconfigured or not ours to call.
+# A retry cannot fix these: the target is missing or misconfigured. A refusal
+# (PermissionDenied, gRPC 7; over REST google.api_core raises its base class
+# Forbidden, HTTP 403) is not among them: grants made by the same deploy take
+# minutes to apply, so the run is released and Cloud Scheduler's retry runs it.
 _TERMINAL = (
     gexc.InvalidArgument,
     gexc.NotFound,
-    gexc.PermissionDenied,
     gexc.FailedPrecondition,
 )
 
@@ -74,7 +76,7 @@ class _LazyClient(Generic[C]):
 
 @contextmanager
 def _classified(what: str) -> Iterator[None]:
-    """Configuration and permission errors end the run; anything else is retried."""
+    """Configuration errors end the run; anything else, permission refusals included, is retried."""
     try:
         yield
     except _TERMINAL as exc:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 from google.cloud import firestore
 
@@ -18,6 +21,7 @@ from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from tests.handler.support import (
     LEASE,
+    T0,
     DrivenRenewals,
     FakeClock,
     Takeover,
@@ -297,3 +301,197 @@ def test_one_json_log_line_per_request(firestore_store, clock, capsys):
     assert entry["attempt_id"] == "attempt-1"
     assert len(entry["run_key"]) == 64
     assert entry["duration_ms"] >= 0
+
+
+# The Firestore RPCs the client calls as server streams; the rest it calls are unary.
+_SERVER_STREAMING = frozenset({"BatchGetDocuments", "RunQuery", "RunAggregationQuery"})
+
+
+class FirestoreGate:
+    """A gRPC pass-through to the emulator that can refuse every call with a given status.
+
+    The real Firestore client talks to it as to Firestore; refusing with
+    PERMISSION_DENIED stands in for an IAM grant that has not applied yet, and
+    FAILED_PRECONDITION with Firestore's own message for a Datastore-mode
+    database, which the emulator cannot be.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.refuse: tuple[grpc.StatusCode, str] | None = None
+        self.calls = 0
+        self._channel = grpc.insecure_channel(upstream)
+        self.server = grpc.server(futures.ThreadPoolExecutor(8))
+        self.server.add_generic_rpc_handlers((self,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method
+        if method.rsplit("/", 1)[-1] in _SERVER_STREAMING:
+            upstream_stream = self._channel.unary_stream(method)
+
+            def stream(request: bytes, context: grpc.ServicerContext):
+                self._gate(context)
+                try:
+                    yield from upstream_stream(request, metadata=self._metadata(context))
+                except grpc.RpcError as exc:
+                    context.abort(exc.code(), exc.details())
+
+            return grpc.unary_stream_rpc_method_handler(stream)
+        upstream_unary = self._channel.unary_unary(method)
+
+        def unary(request: bytes, context: grpc.ServicerContext) -> bytes:
+            self._gate(context)
+            try:
+                return upstream_unary(request, metadata=self._metadata(context))
+            except grpc.RpcError as exc:
+                context.abort(exc.code(), exc.details())
+
+        return grpc.unary_unary_rpc_method_handler(unary)
+
+    def _gate(self, context: grpc.ServicerContext) -> None:
+        self.calls += 1
+        if self.refuse is not None:
+            context.abort(*self.refuse)
+
+    @staticmethod
+    def _metadata(context: grpc.ServicerContext) -> list[tuple[str, str]]:
+        return [
+            (key, value)
+            for key, value in context.invocation_metadata()
+            if not key.startswith(":") and key != "user-agent"
+        ]
+
+
+@pytest.fixture
+def gate(firestore_db, monkeypatch):
+    """A FirestoreRunStore whose client reaches the (emptied) emulator through a FirestoreGate."""
+    fake = FirestoreGate(os.environ["FIRESTORE_EMULATOR_HOST"])
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", f"127.0.0.1:{fake.port}")
+    client = firestore.Client(project=firestore_db.project)
+    yield fake, FirestoreRunStore(client, "scheduler_runs")
+    fake.server.stop(None)
+
+
+def test_firestore_permission_denied_is_retried_and_the_run_happens_once_granted(
+    gate, firestore_store, clock, capsys
+):
+    fake, gated_store = gate
+    fake.refuse = (grpc.StatusCode.PERMISSION_DENIED, "Missing or insufficient permissions.")
+    job = Recorder()
+    app = make_app(gated_store, {JOB: job}, clock)
+    denied = deliver(app)
+    assert (denied.status, denied.outcome) == (503, "store_permission_denied")
+    assert "IAM grants can take minutes" in denied.message
+    assert fake.calls > 0
+    assert job.runs == []
+    assert stored(firestore_store, app) is None
+    fake.refuse = None  # the grant has applied
+    assert deliver(app).outcome == "completed"
+    assert deliver(app).outcome == "duplicate_completed"
+    assert len(job.runs) == 1
+    assert stored(firestore_store, app).status is Status.COMPLETED
+    log = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [entry["outcome"] for entry in log] == [
+        "store_permission_denied",
+        "completed",
+        "duplicate_completed",
+    ]
+    assert log[0]["severity"] == "ERROR"
+
+
+def test_a_datastore_mode_database_is_named_as_the_cause_and_runs_nothing(gate, clock, capsys):
+    fake, gated_store = gate
+    fake.refuse = (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "The Cloud Firestore API is not available for Firestore in Datastore Mode "
+        "database projects/acme-prod/databases/(default).",
+    )
+    job = Recorder()
+    app = make_app(gated_store, {JOB: job}, clock)
+    for _ in range(2):
+        response = deliver(app)
+        assert (response.status, response.outcome) == (500, "store_unusable")
+        assert "Datastore mode" in response.message
+        assert "Firestore Native mode" in response.message
+    assert job.runs == []
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(entries) == 2
+    assert {(e["severity"], e["outcome"]) for e in entries} == {("ERROR", "store_unusable")}
+
+
+def test_other_failed_preconditions_stay_an_outage(gate, clock):
+    fake, gated_store = gate
+    fake.refuse = (grpc.StatusCode.FAILED_PRECONDITION, "The query requires an index.")
+    app = make_app(gated_store, {JOB: Recorder()}, clock)
+    response = deliver(app)
+    assert (response.status, response.outcome) == (503, "store_unavailable")
+
+
+def unstamped_forced_run() -> list[tuple[str, str]]:
+    """Cloud Scheduler's "Force run" may omit X-CloudScheduler-ScheduleTime altogether."""
+    return [h for h in scheduler_headers() if "ScheduleTime" not in h[0]]
+
+
+def test_forced_run_without_schedule_time_runs_once_for_simultaneous_copies(
+    firestore_store, firestore_db, clock, capsys
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    with ThreadPoolExecutor(8) as pool:
+        copies = pool.map(lambda _: deliver(app, unstamped_forced_run()), range(8))
+        statuses = [response.status for response in copies]
+    assert len(job.runs) == 1
+    assert 200 in statuses and set(statuses) <= {200, 409}
+    (document,) = all_documents(firestore_db)
+    assert document.to_dict()["manual"] is True
+    assert document.to_dict()["status"] == "completed"
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    window = int(LEASE.total_seconds())
+    assert all(e["unstamped_forced_run_window_s"] == window for e in entries)
+
+
+def test_forced_run_without_schedule_time_repeats_are_recognised_for_one_window(
+    firestore_store, firestore_db, clock
+):
+    """A repeat within one lease of the first copy (across a window edge) is the same run;
+    one arriving two windows later is a new forced run."""
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock)
+    clock.advance(seconds=(T0 + LEASE - clock()).total_seconds() - 1)  # 1 s before a window edge
+    assert deliver(app, unstamped_forced_run()).outcome == "completed"
+    clock.advance(seconds=2)
+    assert deliver(app, unstamped_forced_run()).outcome == "duplicate_completed"
+    clock.advance(seconds=LEASE.total_seconds() - 3)  # just under one lease after the first
+    assert deliver(app, unstamped_forced_run()).outcome == "duplicate_completed"
+    assert len(job.runs) == 1
+    clock.advance(seconds=LEASE.total_seconds())
+    assert deliver(app, unstamped_forced_run()).outcome == "completed"
+    assert len(job.runs) == 2
+    assert sorted(doc.to_dict()["manual"] for doc in all_documents(firestore_db)) == [True, True]
+
+
+def test_forced_run_without_schedule_time_retried_after_a_failure_resumes_its_run(
+    firestore_store, clock
+):
+    job = Recorder(fail_with=RuntimeError("downstream not ready"))
+    app = make_app(firestore_store, {JOB: job}, clock)
+    clock.advance(seconds=(T0 + LEASE - clock()).total_seconds() - 1)
+    assert deliver(app, unstamped_forced_run()).outcome == "failed_retryable"
+    job.fail_with = None
+    clock.advance(seconds=30)  # Cloud Scheduler's backoff carries the retry past the window edge
+    assert deliver(app, unstamped_forced_run()).outcome == "completed"
+    assert len(job.runs) == 2
+    assert len(set(job.runs)) == 1, "the retry ran under the first copy's run key"
+
+
+def test_forced_run_without_schedule_time_is_refused_when_forced_runs_are(
+    firestore_store, firestore_db, rpc_counter, clock
+):
+    job = Recorder()
+    app = make_app(firestore_store, {JOB: job}, clock, DEDUP_MANUAL_RUNS="reject")
+    response = deliver(app, unstamped_forced_run())
+    assert (response.status, response.outcome) == (403, "rejected")
+    assert rpc_counter.total == 0
+    assert all_documents(firestore_db) == []
+    assert job.runs == []

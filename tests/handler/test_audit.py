@@ -15,7 +15,7 @@ import pytest
 
 from localrun.handler_server import HANDLER_DIR
 from runledger.app import App
-from runledger.audit import Audit, Finding, install_audit, schedule_times, store_reader
+from runledger.audit import Audit, Finding, install_audit, schedule_times
 from runledger.context import RunContext
 from runledger.exceptions import ConfigError, TerminalJobError
 from runledger.ledger import MAX_CLOCK_SKEW
@@ -68,7 +68,7 @@ def audit_of(app: App, config: AuditSettings, catch_up: bool = False) -> Audit:
     return Audit(
         config,
         lease=app.settings.lease,
-        read=store_reader(app.ledger.store),
+        read=app.ledger.read_many,
         clock=app.ledger.now,
         catch_up=(lambda run: app.catch_up(run).outcome) if catch_up else None,
     )
@@ -265,7 +265,7 @@ def test_catch_up_and_a_late_scheduler_retry_run_each_missed_run_exactly_once(fi
     audit = Audit(
         audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, app.settings),
         lease=LEASE,
-        read=store_reader(firestore_store),
+        read=firestore_store.get_many,
         clock=clock,
     )
     for when in caught:

@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runledger.delivery import identify_run, parse_schedule_time
+from runledger.delivery import identify_delivery, identify_run, parse_schedule_time
 from runledger.exceptions import BadRequest
-from tests.handler.support import T0, scheduler_headers, settings
+from tests.handler.support import LEASE, T0, scheduler_headers, settings
 
-JOBS = {"nightly-report": object()}
+JOBS = {"nightly-report": object(), "weekly-digest": object()}
 NOW = T0 + timedelta(seconds=3)
 
 
@@ -76,6 +76,40 @@ def test_forced_runs_can_be_rejected():
     assert refused.value.status == 403
 
 
+def unstamped(**extra: str) -> list[tuple[str, str]]:
+    """A forced run as Cloud Scheduler may send it: no X-CloudScheduler-ScheduleTime at all."""
+    return [h for h in scheduler_headers(**extra) if "ScheduleTime" not in h[0]]
+
+
+def test_forced_run_without_schedule_time_is_keyed_by_its_arrival_window():
+    run = identify_delivery(unstamped(), settings(), JOBS, T0 + timedelta(seconds=10))
+    assert run.run.manual
+    assert run.run.schedule_time == T0  # the start of the lease-long window it arrived in
+    assert run.earlier is not None
+    assert run.earlier.schedule_time == T0 - LEASE
+    assert run.earlier.manual
+    later_copy = identify_delivery(unstamped(), settings(), JOBS, T0 + LEASE - timedelta(seconds=1))
+    assert later_copy.run.key == run.run.key
+    next_window = identify_delivery(unstamped(), settings(), JOBS, T0 + LEASE)
+    assert next_window.earlier.key == run.run.key
+    stamped_keys = {
+        identify(scheduler_headers(schedule_time=T0.isoformat()), now=now).key
+        for now in (T0 - timedelta(hours=1), T0 + timedelta(seconds=1))
+    }
+    assert run.run.key not in stamped_keys
+    other_job = identify_delivery(
+        unstamped(job="weekly-digest"), settings(), JOBS, T0 + timedelta(seconds=10)
+    )
+    assert other_job.run.key != run.run.key
+
+
+def test_forced_run_without_schedule_time_is_rejected_when_forced_runs_are():
+    with pytest.raises(BadRequest) as refused:
+        identify(unstamped(), DEDUP_MANUAL_RUNS="reject")
+    assert refused.value.status == 403
+    assert "X-CloudScheduler-ScheduleTime" in refused.value.reason
+
+
 @pytest.mark.parametrize(
     ("headers", "status", "reason"),
     [
@@ -94,6 +128,12 @@ def test_forced_runs_can_be_rejected():
         (scheduler_headers(project="acme prod"), 400, "not a valid identifier"),
         ([*scheduler_headers(), ("x-cloudscheduler-jobname", "x")], 400, "repeated"),
         ([h for h in scheduler_headers() if "Region" not in h[0]], 400, "missing header"),
+        (scheduler_headers(schedule_time=""), 400, "missing header"),
+        (
+            [*scheduler_headers(), ("X-CloudScheduler-ScheduleTime", "2026-10-16T12:00:00Z")],
+            400,
+            "repeated",
+        ),
     ],
 )
 def test_bad_deliveries_are_refused_with_a_reason(headers, status, reason):

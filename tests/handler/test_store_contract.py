@@ -1,4 +1,4 @@
-"""The run store primitives (get, create, fenced update) act alike on Firestore and in memory."""
+"""The run store primitives (get, batch get, create, fenced update) act alike on Firestore and in memory."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ def test_create_then_get_round_trips_every_field(store):
 
 def test_get_of_missing_key_is_none(store):
     assert store.get("absent") is None
+
+
+def test_get_many_returns_the_existing_records_by_key_and_skips_the_missing(store):
+    store.create("k1", record("first"))
+    store.create("k2", record("second"))
+    got = store.get_many(["k1", "absent", "k2"])
+    assert {key: found.attempt_id for key, found in got.items()} == {
+        "k1": "first",
+        "k2": "second",
+    }
+    assert store.get_many([]) == {}
 
 
 def test_create_on_taken_key_raises_and_keeps_the_first(store):

@@ -10,7 +10,7 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -241,6 +241,9 @@ class FaultyStore:
 
     def get(self, key: str) -> Versioned | None:
         return self._call("get", lambda: self.inner.get(key))
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        return self._call("get_many", lambda: self.inner.get_many(keys))
 
     def create(self, key: str, record: RunRecord) -> Any:
         return self._call("create", lambda: self.inner.create(key, record))

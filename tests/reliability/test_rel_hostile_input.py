@@ -171,6 +171,8 @@ def _still_valid_by_accident(method: str, items: list[tuple[str, str]], body: by
     seen: dict[str, list[str]] = {}
     for name, value in items:
         seen.setdefault(name.lower(), []).append(value)
+    if TIME_H.lower() not in seen:  # a forced run may omit it: valid, keyed by arrival
+        seen[TIME_H.lower()] = [VALID[TIME_H]]
     for name, valid in VALID.items():
         values = seen.get(name.lower(), [])
         if len(values) != 1:

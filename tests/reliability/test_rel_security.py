@@ -1,12 +1,16 @@
 """Defence in depth and log hygiene, through the real server.
 
 The Scheduler headers authenticate nothing: the endpoint's protection is Cloud
-Run IAM (only the invoker service account holds roles/run.invoker, and Cloud Run
-verifies the OIDC token before the request reaches the container). On top of
-that the handler, when the stack configures it, accepts only tokens whose email
-claim is an allowed invoker and only the configured project and region. These
-tests prove each refusal is a 403 that writes nothing, and that no token - or any
-part of one - ever reaches the logs.
+Run IAM, and Cloud Run verifies the ID token before the request reaches the
+container. IAM lets in anyone who holds run.invoker on the service - project
+Owners and Editors, Cloud Run Admins and Invokers too, not only the Scheduler's
+account. On top of that the handler, when the stack configures it, accepts only
+a verified token whose email claim is an allowed invoker, and only the
+configured project and region. When a request carries X-Serverless-Authorization,
+that is the token Cloud Run checked and Authorization reaches the container
+unverified, so a made-up Authorization naming the invoker account must not get
+through. These tests prove each refusal is a 403 that writes nothing and runs
+nothing, and that no token - or any part of one - ever reaches the logs.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tests.reliability.relsupport import (
 )
 
 INVOKER = "scheduler-invoker@acme-prod.iam.gserviceaccount.com"
+OTHER_INVOKER = "ci-deployer@acme-prod.iam.gserviceaccount.com"
 STACK = {
     "DEDUP_ALLOWED_INVOKERS": INVOKER,
     "DEDUP_ALLOWED_PROJECTS": "acme-prod",
@@ -63,8 +68,11 @@ def test_only_the_configured_invoker_project_and_region_get_through(
 ) -> None:
     server = servers.start(server_env(clean_emulator, fault_dir, "rel_security") | STACK)
     when = schedule_time_now()
-    signatures = [f"SIG{secrets.token_hex(24)}" for _ in range(8)]
+    signatures = [f"SIG{secrets.token_hex(24)}" for _ in range(10)]
     good_token = fake_token(INVOKER, signatures[0])
+    # What Cloud Run verified for an owner, editor or Cloud Run invoker who is not the
+    # Scheduler's account; the Authorization beside it is whatever the caller made up.
+    insider_token = fake_token(OTHER_INVOKER, signatures[7])
     refused = {
         "no token": run_headers("probe", when),
         "not a bearer token": [
@@ -100,6 +108,21 @@ def test_only_the_configured_invoker_project_and_region_get_through(
             *run_headers("probe", when, region="us-central1"),
             ("Authorization", f"Bearer {good_token}"),
         ],
+        "made-up Authorization beside another verified identity": [
+            *run_headers("probe", when),
+            ("X-Serverless-Authorization", f"Bearer {insider_token}"),
+            ("Authorization", f"Bearer {good_token}"),
+        ],
+        "made-up Authorization beside a verified token without email": [
+            *run_headers("probe", when),
+            ("Authorization", f"Bearer {good_token}"),
+            ("X-Serverless-Authorization", f"Bearer {fake_token(None, signatures[8])}"),
+        ],
+        "two serverless tokens": [
+            *run_headers("probe", when),
+            ("X-Serverless-Authorization", f"Bearer {good_token}"),
+            ("X-Serverless-Authorization", f"Bearer {fake_token(INVOKER, signatures[9])}"),
+        ],
         "huge token": [
             *run_headers("probe", when),
             ("Authorization", f"Bearer {fake_token('x@evil.example', 'S' * 6000 + signatures[6])}"),
@@ -112,11 +135,21 @@ def test_only_the_configured_invoker_project_and_region_get_through(
     assert count_docs(clean_emulator, "rel_security") == 0, "a refusal wrote to the ledger"
     assert completed_work(fault_dir) == []
 
-    allowed = deliver(
-        server.url, [*run_headers("probe", when), ("Authorization", f"Bearer {good_token}")]
-    )
-    assert (allowed.status, allowed.outcome) == (200, "completed")
-    assert len(completed_work(fault_dir)) == 1
+    genuine = {
+        "only Authorization (what a Scheduler OIDC delivery sends)": [
+            ("Authorization", f"Bearer {good_token}")
+        ],
+        "only X-Serverless-Authorization": [("x-serverless-authorization", f"Bearer {good_token}")],
+        "X-Serverless-Authorization beside an application's own Authorization": [
+            ("X-Serverless-Authorization", f"Bearer {good_token}"),
+            ("Authorization", f"Bearer {insider_token}"),
+        ],
+    }
+    for offset, (label, credentials) in enumerate(genuine.items()):
+        headers = [*run_headers("probe", schedule_time_now(-60 * offset)), *credentials]
+        allowed = deliver(server.url, headers)
+        assert (allowed.status, allowed.outcome) == (200, "completed"), (label, allowed)
+    assert len(completed_work(fault_dir)) == len(genuine)
 
     log = server.log()
     entries = log_entries(log)
@@ -125,7 +158,9 @@ def test_only_the_configured_invoker_project_and_region_get_through(
         assert signature not in log, "a token signature reached the log"
     for token_part in good_token.split("."):
         assert token_part not in log, "a part of the token reached the log"
-    assert "Bearer" not in log and INVOKER not in log
+    for token_part in insider_token.split("."):
+        assert token_part not in log, "a part of the token reached the log"
+    assert "Bearer" not in log and INVOKER not in log and OTHER_INVOKER not in log
     assert all(len(line) <= 4096 for line in log.splitlines())
 
 

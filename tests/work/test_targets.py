@@ -115,7 +115,9 @@ class FakeCloudRun:
 
     def answer(self, path: str, body: dict) -> tuple[int, dict]:
         if self.fail_status is not None:
-            return self.fail_status, {"error": {"code": self.fail_status, "message": "injected"}}
+            status = {403: "PERMISSION_DENIED", 503: "UNAVAILABLE"}[self.fail_status]
+            error = {"code": self.fail_status, "message": "injected", "status": status}
+            return self.fail_status, {"error": error}
         if path != f"/v2/{RUN_JOB}:run":
             return 404, {"error": {"code": 404, "message": f"no job at {path}"}}
         overrides = body.get("overrides", {}).get("containerOverrides", [])
@@ -249,14 +251,52 @@ def test_a_retry_after_the_call_was_recorded_does_not_call_again(store, clock, w
     assert workflows.calls == {default_run_key(app): 1}
 
 
-def test_a_permission_error_fails_the_run_for_good(store, clock, workflows):
+def test_a_permission_refusal_releases_the_workflow_run_until_the_grant_applies(
+    store, clock, workflows
+):
+    """gRPC PERMISSION_DENIED (a grant not yet applied) is retried, then the run starts once."""
     workflows.fail_with = grpc.StatusCode.PERMISSION_DENIED
+    app = make_app(store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock)
+    denied = deliver(app)
+    assert (denied.status, denied.outcome) == (500, "failed_retryable")
+    record = store.get(default_run_key(app)).record
+    assert record.status is Status.RELEASED
+    assert "PermissionDenied" in record.error
+    assert workflows.calls == {}
+    workflows.fail_with = None  # the grant has applied
+    assert deliver(app).outcome == "completed"
+    assert deliver(app).outcome == "duplicate_completed"
+    assert workflows.calls == {default_run_key(app): 1}
+
+
+def test_a_permission_refusal_releases_the_cloud_run_job_run_until_the_grant_applies(
+    store, clock, cloud_run
+):
+    """HTTP 403 PERMISSION_DENIED over REST is retried too, then the job runs once."""
+    cloud_run.fail_status = 403
+    app = make_app(
+        store, {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)}, clock
+    )
+    denied = deliver(app)
+    assert (denied.status, denied.outcome) == (500, "failed_retryable")
+    record = store.get(default_run_key(app)).record
+    assert record.status is Status.RELEASED
+    assert "Forbidden" in record.error  # google.api_core's class for an HTTP 403
+    cloud_run.fail_status = None
+    assert deliver(app).outcome == "completed"
+    assert deliver(app).outcome == "duplicate_completed"
+    assert cloud_run.calls == {default_run_key(app): 1}
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT])
+def test_a_missing_or_misconfigured_target_fails_the_run_for_good(store, clock, workflows, code):
+    workflows.fail_with = code
     app = make_app(store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock)
     assert deliver(app).outcome == "failed_terminal"
     record = store.get(default_run_key(app)).record
     assert record.status is Status.FAILED
-    assert "PermissionDenied" in record.error
     assert deliver(app).status == 422
+    assert workflows.calls == {}
 
 
 def test_an_unavailable_api_releases_the_run_for_a_retry(store, clock, cloud_run):
