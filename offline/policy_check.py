@@ -19,10 +19,14 @@ step lives in its own module:
 
 Usage: python -m offline.policy_check --dir DIR --stack STACK
            [--policy-pack PACK_DIR] [--policy-pack-config FILE.json] [--preview]
+           [--virtualenv DIR]
 
 `--preview` approximates the first `pulumi preview` of a new stack: every value
 a provider computes, and every input built from one, is unknown.
-Exit: 0 no mandatory violation, 1 mandatory violation(s), 2 usage/config error.
+`--virtualenv` runs the program with its own packages (default: the one
+Pulumi.yaml names in runtime.options.virtualenv, when it exists).
+Exit: 0 no mandatory violation, 1 mandatory violation(s), 2 the tool or the
+program failed (usage, config, pack or program error).
 """
 
 from __future__ import annotations
@@ -101,6 +105,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="approximate the first preview of a new stack: provider-computed values unknown",
     )
+    parser.add_argument(
+        "--virtualenv",
+        default=None,
+        help="the program's virtualenv (default: Pulumi.yaml runtime.options.virtualenv)",
+    )
     return parser.parse_args(argv)
 
 
@@ -124,7 +133,11 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
         except OSError as exc:
             raise CheckError(f"cannot read policy config: {exc}") from None
     pack = load_pack(pack_dir)
-    resources = run_stack(project_dir, args.stack)
+    notes: list[str] = []
+    virtualenv = Path(args.virtualenv) if args.virtualenv else None
+    resources = run_stack(project_dir, args.stack, virtualenv, notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     if args.preview:
         resources = as_first_preview(resources)
     diagnostics = evaluate(
@@ -150,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # argparse usage errors, or a program calling sys.exit
+    except SystemExit as exc:  # argparse --help (a program's sys.exit is a ProgramFailed)
         return exc.code if isinstance(exc.code, int) else 2
     except Exception as exc:  # a failing program or pack: one line, not a traceback
         message = " ".join(str(exc).split()) or type(exc).__name__
