@@ -240,7 +240,7 @@ VARIANTS = [
         handler(lambda p: p["serviceConfig"].pop("serviceAccountEmail")),
         {"run-dedicated-service-account": MANDATORY},
         "demo-handler",
-        "Set `service_config.service_account_email`",
+        "`service_config.service_account_email` is not set, so it runs as the Compute Engine",
     ),
     Variant(
         "runtime-sa-default-compute",
