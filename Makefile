@@ -10,6 +10,8 @@ DIR ?= .
 STACK ?= example
 # Optional: a --policy-pack-config JSON file, as `pulumi preview` takes it.
 POLICY_CONFIG ?=
+# Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
+VIRTUALENV ?=
 
 .PHONY: help venv test lint plan policy-check demo bench clean
 
@@ -35,10 +37,13 @@ test: lint
 	$(PY) -m pytest
 
 plan: $(STAMP)
-	$(PY) -m offline.plan --dir $(DIR) --stack $(STACK)
+	$(PY) -m offline.plan --dir $(DIR) --stack $(STACK) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
 
+# make exits 2 whenever a recipe fails; its "Error N" line keeps the check's own status
+# (1 mandatory violation, 2 tool or program failure). CI that needs that status as the
+# exit code runs the command itself: .venv/bin/python -m offline.policy_check ...
 policy-check: $(STAMP)
-	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
+	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
 
 demo: $(STAMP)
 	$(PY) -m localrun.demo $(ARGS)

@@ -1,8 +1,8 @@
 """The stack config, as the demo uses it: the Scheduler's jobs and the handler's env, compressed.
 
 The jobs, schedules, deadlines, retry policies, headers and the handler's
-DEDUP_* settings all come from `dedup_schedule.stack_file`, which parses the stack
-the way the Pulumi program does, so the demo runs exactly what `pulumi up` would deploy. Only
+DEDUP_* settings all come from the stack file (`offline.stack_file`), parsed by the
+Pulumi program's own `parse_config`, so the demo runs exactly what `pulumi up` would deploy. Only
 durations change: each job's clock runs faster by its own factor, chosen so
 its attempt deadline lasts a second or two, and the handler's lease is
 scaled to match. Retention is not scaled: the handler judges schedule times
@@ -44,7 +44,8 @@ class StackError(Exception):
 
 def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
     from dedup_schedule.config import ConfigError
-    from dedup_schedule.stack_file import load_stack_config, stack_file
+    from dedup_schedule.config_reader import parse_config
+    from offline.stack_file import StackFileError, read_project_name, read_stack_values, stack_file
 
     try:
         path = stack_file(project_dir, stack)
@@ -53,8 +54,8 @@ def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
                 p.name[len("Pulumi.") : -len(".yaml")] for p in path.parent.glob("Pulumi.*.yaml")
             )
             raise StackError(f"unknown stack {stack!r} (stacks here: {', '.join(known) or 'none'})")
-        return load_stack_config(project_dir, stack)
-    except ConfigError as exc:
+        return parse_config(read_stack_values(project_dir, stack), read_project_name(project_dir))
+    except (ConfigError, StackFileError) as exc:
         raise StackError(str(exc)) from None
 
 

@@ -4,8 +4,12 @@
 
 Runs the project's real program under Pulumi's mocks (see `offline.mockrun`), so
 the plan reflects the code as it is, with no Pulumi CLI, plugins or credentials.
-Prints the resource tree (type, name, key settings) and the stack outputs. A
-config error prints one line `error: <message>` and exits with status 2.
+Prints the resource tree (type, name, key settings) and the stack outputs.
+Secret values print as `[secret]` (also inside nested blocks), values unknown
+until the update as `[unknown]`, as `pulumi preview` shows them. A program
+with its own virtualenv runs in it (Pulumi.yaml runtime.options.virtualenv or
+`--virtualenv DIR`). A config error or a failing program prints `error: ...`
+(with the program's file and line when it raised) and exits with status 2.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from typing import Any
 
 import pulumi
 
-from offline.mockrun import STACK_TYPE, CapturedResource, ProgramFailed, run_program
+from offline.mockrun import (
+    STACK_TYPE,
+    CapturedResource,
+    ProgramFailed,
+    Secret,
+    Unknown,
+    run_program,
+)
 
 # The settings worth reading in a plan, per type token (dotted paths into the inputs).
 # Types not listed show their top-level scalar inputs.
@@ -63,6 +74,33 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "serviceConfig.ingressSettings",
         "serviceConfig.environmentVariables",
     ),
+    # 1st gen functions and Cloud Run v1 services, as foreign programs declare them.
+    "gcp:cloudfunctions/function:Function": (
+        "name",
+        "region",
+        "runtime",
+        "entryPoint",
+        "triggerHttp",
+        "serviceAccountEmail",
+        "ingressSettings",
+        "environmentVariables",
+    ),
+    "gcp:cloudrunv2/service:Service": (
+        "name",
+        "location",
+        "ingress",
+        "invokerIamDisabled",
+        "template.serviceAccount",
+        "template.containers",
+    ),
+    "gcp:cloudrun/service:Service": (
+        "name",
+        "location",
+        "metadata.annotations",
+        "template.metadata.annotations",
+        "template.spec.serviceAccountName",
+        "template.spec.containers",
+    ),
     "gcp:cloudscheduler/job:Job": (
         "name",
         "schedule",
@@ -80,7 +118,10 @@ _MISSING = object()
 
 
 def _lookup(values: Any, path: str) -> Any:
+    """The value at a dotted path; inside a secret or unknown block, that block."""
     for part in path.split("."):
+        if isinstance(values, Secret | Unknown):
+            return values
         if not isinstance(values, dict) or part not in values:
             return _MISSING
         values = values[part]
@@ -88,7 +129,12 @@ def _lookup(values: Any, path: str) -> Any:
 
 
 def format_value(value: Any) -> str:
-    """One-line rendering: YAML-style booleans, whole floats as ints (wire form), maps as k=v."""
+    """One-line rendering: YAML-style booleans, whole floats as ints (wire form), maps as k=v;
+    secrets as [secret] and values unknown before the update as [unknown]."""
+    if isinstance(value, Secret):
+        return "[secret]"
+    if isinstance(value, Unknown):
+        return "[unknown]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
@@ -152,12 +198,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
     parser.add_argument("--stack", default="example", help="stack name (reads Pulumi.STACK.yaml)")
+    parser.add_argument(
+        "--virtualenv",
+        type=Path,
+        default=None,
+        help="the program's virtualenv (default: Pulumi.yaml runtime.options.virtualenv)",
+    )
     args = parser.parse_args(argv)
     try:
-        resources = run_program(args.dir, args.stack)
+        resources = run_program(args.dir, args.stack, args.virtualenv)
     except ProgramFailed as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for note in resources.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
     print(render_plan(resources, resources.stack_outputs))
     return 0

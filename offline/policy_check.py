@@ -19,10 +19,14 @@ step lives in its own module:
 
 Usage: python -m offline.policy_check --dir DIR --stack STACK
            [--policy-pack PACK_DIR] [--policy-pack-config FILE.json] [--preview]
+           [--virtualenv DIR]
 
 `--preview` approximates the first `pulumi preview` of a new stack: every value
 a provider computes, and every input built from one, is unknown.
-Exit: 0 no mandatory violation, 1 mandatory violation(s), 2 usage/config error.
+`--virtualenv` runs the program with its own packages (default: the one
+Pulumi.yaml names in runtime.options.virtualenv, when it exists).
+Exit: 0 no mandatory violation, 1 mandatory violation(s), 2 the tool or the
+program failed (usage, config, pack or program error).
 """
 
 from __future__ import annotations
@@ -35,19 +39,18 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from dedup_schedule.config import ConfigError
-from dedup_schedule.stack_file import read_project_name
 from offline.analyzer import Diagnostic, evaluate
 from offline.errors import CheckError
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 from offline.policy_config import parse_policy_config
+from offline.stack_file import StackFileError, read_project_name
 from offline.stack_resources import as_first_preview, run_stack
 
 
 def _project_name(project_dir: Path) -> str:
     try:
         return read_project_name(project_dir)
-    except ConfigError as exc:
+    except StackFileError as exc:
         raise CheckError(str(exc)) from None
 
 
@@ -100,6 +103,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="approximate the first preview of a new stack: provider-computed values unknown",
     )
+    parser.add_argument(
+        "--virtualenv",
+        default=None,
+        help="the program's virtualenv (default: Pulumi.yaml runtime.options.virtualenv)",
+    )
     return parser.parse_args(argv)
 
 
@@ -123,7 +131,11 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
         except OSError as exc:
             raise CheckError(f"cannot read policy config: {exc}") from None
     pack = load_pack(pack_dir)
-    resources = run_stack(project_dir, args.stack)
+    notes: list[str] = []
+    virtualenv = Path(args.virtualenv) if args.virtualenv else None
+    resources = run_stack(project_dir, args.stack, virtualenv, notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     if args.preview:
         resources = as_first_preview(resources)
     diagnostics = evaluate(
@@ -149,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     except CheckError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # argparse usage errors, or a program calling sys.exit
+    except SystemExit as exc:  # argparse --help (a program's sys.exit is a ProgramFailed)
         return exc.code if isinstance(exc.code, int) else 2
     except Exception as exc:  # a failing program or pack: one line, not a traceback
         message = " ".join(str(exc).split()) or type(exc).__name__

@@ -10,6 +10,7 @@ from its GetAnalyzerInfo response, so config errors and levels match the CLI's.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -109,6 +110,8 @@ def reconcile_config(
     Same order and merge rules as the CLI: "all" sets every level first, then
     per-policy levels and properties are laid over it.
     """
+    for layer in layers:
+        _check_names(metas, layer)
     result: dict[str, tuple[EnforcementLevel, dict[str, Any]]] = {}
     for meta in metas:
         defaults = {
@@ -135,6 +138,39 @@ def reconcile_config(
     if errors:
         raise CheckError("invalid policy config: " + "; ".join(errors))
     return result
+
+
+def _suggestion(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_names(
+    metas: list[PolicyMeta], layer: Mapping[str, tuple[EnforcementLevel | None, dict[str, Any]]]
+) -> None:
+    """A policy or property the pack does not have is a typo: the setting would be ignored.
+
+    The error names the closest valid name, so a misspelt `maxSecond` or
+    `scheduler-attempt-deadlines` fails the run instead of silently doing nothing.
+    """
+    by_name = {meta.name: meta for meta in metas}
+    for name, (_, props) in layer.items():
+        if name == "all":
+            continue
+        meta = by_name.get(name)
+        if meta is None:
+            raise CheckError(
+                f"policy config names {name!r}, which is not a policy of this pack"
+                + _suggestion(name, sorted(by_name))
+            )
+        allowed = sorted(meta.schema or {})
+        for prop in props:
+            if prop not in allowed:
+                where = f"its properties are {', '.join(allowed)}" if allowed else "it has none"
+                raise CheckError(
+                    f"policy config {name!r}: unknown property {prop!r}"
+                    + (_suggestion(prop, allowed) or f" ({where})")
+                )
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

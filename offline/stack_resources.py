@@ -46,9 +46,14 @@ def _attr(record: Any, name: str, default: Any = None) -> Any:
 
 
 def stack_resource(record: Any) -> StackResource:
-    """Adapts one `offline.mockrun` record (object or mapping) to `StackResource`."""
-    inputs = _attr(record, "inputs") or {}
-    outputs = _attr(record, "outputs")
+    """Adapts one `offline.mockrun` record (object or mapping) to `StackResource`.
+
+    Secrets are handed to the policies as plain values, as the engine does.
+    """
+    from offline.mockrun import reveal
+
+    inputs = reveal(_attr(record, "inputs") or {})
+    outputs = reveal(_attr(record, "outputs"))
     prop_deps = _attr(record, "property_dependencies") or _attr(record, "propertyDependencies")
     return StackResource(
         type=str(_attr(record, "type")),
@@ -69,18 +74,20 @@ def stack_resource(record: Any) -> StackResource:
     )
 
 
-def run_stack(project_dir: Path, stack: str) -> list[StackResource]:
-    """Runs the project's program for `stack` under mocks (the shared `offline.mockrun`)."""
+def run_stack(
+    project_dir: Path, stack: str, virtualenv: Path | None = None, notes: list[str] | None = None
+) -> list[StackResource]:
+    """Runs the project's program for `stack` under mocks (the shared `offline.mockrun`);
+    what the run had to stand in for is appended to `notes`."""
+    from offline import mockrun
+
     try:
-        from offline import mockrun
-    except ImportError as exc:
-        raise CheckError(f"offline.mockrun is not available: {exc}") from None
-    try:
-        result = mockrun.run_program(project_dir, stack)
+        result = mockrun.run_program(project_dir, stack, virtualenv)
     except mockrun.ProgramFailed as exc:
-        raise CheckError(f"stack {stack!r}: {exc}") from None
-    records = _attr(result, "resources", result)
-    return [stack_resource(record) for record in records]
+        raise CheckError(str(exc)) from None
+    if notes is not None:
+        notes.extend(result.notes)
+    return [stack_resource(record) for record in result]
 
 
 # --- a first preview, approximated ------------------------------------------------------

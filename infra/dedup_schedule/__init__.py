@@ -1,8 +1,8 @@
 """A reusable deduplicated Cloud Scheduler schedule.
 
-The config (`config`: the model, `config_reader`: `parse_config`, `stack_file`: the
-stack file on disk) is pure Python, with no Pulumi import, and shared with the offline
-tools. `component` holds the `DedupSchedule` ComponentResource, composed of the child
-components in `ledger`, `handler_service` and `jobs`; Pulumi programs import it
-explicitly, so importing the package stays cheap.
+The config (`config`: the model, `config_reader`: `parse_config`) is pure Python,
+with no Pulumi import, and shared with the offline tools. `component` holds the
+`DedupSchedule` ComponentResource, composed of the child components in `ledger`,
+`handler_service` and `jobs`; Pulumi programs import it explicitly, so importing
+the package stays cheap.
 """

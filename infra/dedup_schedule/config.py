@@ -1,11 +1,12 @@
 """The schedule a stack describes, validated: plain dataclasses and the values derived from them.
 
 `dedup_schedule.config_reader.parse_config` builds a `ScheduleConfig` from a stack's
-config map, and `dedup_schedule.stack_file.load_stack_config` from a
-`Pulumi.<stack>.yaml` on disk. The Pulumi program, the offline plan and the local demo
-all use this one model, so the demo runs what `pulumi up` deploys. No module of the
-config imports `pulumi`. The policy pack does not use it: the pack installs on its own
-and carries a copy of the shared facts (`runledger.facts`) instead.
+config map, whether the Pulumi program read it through `pulumi.Config` or the
+offline tools from a `Pulumi.<stack>.yaml` on disk (`offline.stack_file`). The
+Pulumi program, the offline plan and the local demo all use this one model, so the
+demo runs what `pulumi up` deploys. No module of the config imports `pulumi`. The
+policy pack does not use it: the pack installs on its own and carries a copy of the
+shared facts (`runledger.facts`) instead.
 
 Limits, retry arithmetic, the unix-cron and id rules and the handler's defaults come
 from `runledger.facts`, the one Pulumi-free home the handler, this program, the local

@@ -15,7 +15,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from dedup_policies import handler_resource, types
+from dedup_policies import endpoints, handler_resource, types
 from dedup_policies.accounts import shared_account_kind
 from dedup_policies.iam_grants import PUBLIC_MEMBERS, grants
 
@@ -23,19 +23,21 @@ from dedup_policies.iam_grants import PUBLIC_MEMBERS, grants
 def _no_public_invoker(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type not in types.INVOKER_IAM_TYPES:
         return
+    invoker = endpoints.invoker_role(args.resource_type)
     for role, member in grants(args.props):
         if member in PUBLIC_MEMBERS:
             report(
-                f"{member} is granted {role or 'a role'} on the service; remove it and grant "
-                "roles/run.invoker only to the Scheduler job's invoker service account.",
+                f"{member} is granted {role or 'a role'} on the service, which makes it public; "
+                f"remove it and grant {invoker} only to the service accounts that must call "
+                "it (for a schedule, the Scheduler job's invoker account).",
                 None,
             )
 
 
 no_public_invoker = ResourceValidationPolicy(
     name="run-no-public-invoker",
-    description="Cloud Run services and functions are never invokable by allUsers or "
-    "allAuthenticatedUsers.",
+    description="Cloud Run services and functions (1st and 2nd gen) are never invokable by "
+    "allUsers or allAuthenticatedUsers.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=_no_public_invoker,
 )
@@ -62,37 +64,35 @@ invoker_iam_enabled = ResourceValidationPolicy(
 
 
 def _dedicated_service_account(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in types.HANDLER_TYPES:
+    if args.resource_type not in types.ENDPOINT_TYPES:
         return
     try:
-        email = handler_resource.service_account(args.resource_type, args.props)
+        email = endpoints.service_account(args.resource_type, args.props)
     except UnknownValueError:
         # Unknown at preview: an account this stack creates, so not a Google-managed default.
         return
-    field = {
-        types.FUNCTION_V2: "service_config.service_account_email",
-        types.RUN_SERVICE_V2: "template.service_account",
-        types.RUN_SERVICE_V1: "template.spec.service_account_name",
-    }[args.resource_type]
+    field = endpoints.ACCOUNT_FIELD[args.resource_type]
     if email is None:
         report(
-            f"Set `{field}` to a service account created for this handler; unset, it runs as "
-            "the Compute Engine default account, which usually holds Editor on the project.",
+            f"`{field}` is not set, so it runs as {endpoints.DEFAULT_ACCOUNT[args.resource_type]}, "
+            "which is shared by the project and often holds Editor; set it to a service "
+            "account created for this service.",
             None,
         )
         return
     kind = shared_account_kind(email)
     if kind:
         report(
-            f"`{field}` is {kind} ({email}); run the handler as a dedicated service account "
-            "that holds only the ledger's Firestore permissions.",
+            f"`{field}` is {kind} ({email}); run it as a dedicated service account that "
+            "holds only the permissions this service needs.",
             None,
         )
 
 
 dedicated_service_account = ResourceValidationPolicy(
     name="run-dedicated-service-account",
-    description="Cloud Run services and functions run as a dedicated service account.",
+    description="Cloud Run services and functions (1st and 2nd gen) run as a dedicated "
+    "service account.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=_dedicated_service_account,
 )

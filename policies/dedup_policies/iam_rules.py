@@ -198,6 +198,8 @@ def _role_problem(
     allowed_perms: set[str],
 ) -> str | None:
     role = grant.role or ""
+    if role in PRIMITIVE_ROLES:
+        return None  # iam-no-primitive-roles reports it: one problem, one violation
     if role in allowed_roles or (grant.conditional and role in conditional_roles):
         return None
     if role in conditional_roles:
@@ -215,6 +217,30 @@ def _role_problem(
             f"need: {', '.join(extra)}"
         )
     return None
+
+
+def _advice(grant: _Grant) -> str:
+    """How to narrow this grant, fitting the role: Firestore advice only for data roles."""
+    role = grant.role or ""
+    allow = "or add the role to this policy's `allowedRoles` config if it is really needed."
+    if (
+        role.startswith(("roles/datastore.", "roles/firestore."))
+        or grant.role_resource
+        or ("/roles/" in role and not role.startswith("roles/"))
+    ):
+        return (
+            f"For the ledger's handler, grant a custom role limited to "
+            f"{', '.join(LEDGER_PERMISSIONS)}, {allow}"
+        )
+    if role in ("roles/run.invoker", "roles/cloudfunctions.invoker"):
+        return (
+            f"Grant {role} on the one service or function to be called (a service-level IAM "
+            f"member), not on the project, {allow}"
+        )
+    return (
+        f"Grant {role or 'the role'} on the resource that needs it (the instance, bucket, "
+        f"secret or topic), not on the whole project, {allow}"
+    )
 
 
 def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -236,10 +262,7 @@ def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
             problem = _role_problem(grant, custom, allowed_roles, conditional_roles, allowed_perms)
             if problem:
                 report(
-                    f"Project-wide grant to {member}: {problem}. Grant a custom role limited to "
-                    f"{', '.join(LEDGER_PERMISSIONS)} for the handler, roles/run.invoker on the "
-                    "handler service (not the project) for the invoker, or add the role to this "
-                    "policy's `allowedRoles` config if it is really needed.",
+                    f"Project-wide grant to {member}: {problem}. {_advice(grant)}",
                     resource.urn,
                 )
 

@@ -8,6 +8,9 @@ ScheduleTime header, project/region headers for the key), authenticated
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlsplit
+
 from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
@@ -69,6 +72,16 @@ unix_cron_schedule = ResourceValidationPolicy(
 def _attempt_deadline(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not _is_job(args):
         return
+    if get_path(args.props, "pubsubTarget") is not None:
+        # pulumi-gcp cloudscheduler.Job attempt_deadline: "For PubSub targets, this field
+        # is ignored - setting it will introduce an unresolvable diff."
+        if get_path(args.props, "attemptDeadline") is not None:
+            report(
+                "Remove `attempt_deadline`: Cloud Scheduler ignores it for Pub/Sub targets and "
+                "the provider then shows a diff on every update.",
+                None,
+            )
+        return
     low = float(setting(args, "minSeconds", MIN_ATTEMPT_DEADLINE_SECONDS))
     high = float(setting(args, "maxSeconds", MAX_ATTEMPT_DEADLINE_SECONDS))
     raw = get_path(args.props, "attemptDeadline")
@@ -113,12 +126,48 @@ attempt_deadline = ResourceValidationPolicy(
 )
 
 
+def _calls_google_api(target: Any) -> bool:
+    """True when the job calls a Google API (*.googleapis.com), which takes OAuth tokens.
+
+    Cloud Scheduler OAuthToken: "This type of authorization should generally only be
+    used when calling Google APIs hosted on *.googleapis.com"; OidcToken is for Cloud
+    Run and endpoints that validate the token themselves. An unknown URI is another
+    resource's URL (a new service), never a Google API literal.
+    """
+    try:
+        uri = as_text(get_path(target, "uri"))
+    except UnknownValueError:
+        return False
+    host = (urlsplit(uri).hostname or "") if uri else ""
+    return host == "googleapis.com" or host.endswith(".googleapis.com")
+
+
+def _google_api_token(target: Any, report: ReportViolation) -> None:
+    if get_path(target, "oauthToken") is not None:
+        return
+    if get_path(target, "oidcToken") is not None:
+        report(
+            "Replace `http_target.oidc_token` with `http_target.oauth_token`: the job calls a "
+            "Google API (*.googleapis.com), which takes OAuth access tokens, not OIDC tokens.",
+            None,
+        )
+        return
+    report(
+        "Add `http_target.oauth_token` with `service_account_email` set to a dedicated service "
+        "account: the job calls a Google API (*.googleapis.com), which needs an OAuth token.",
+        None,
+    )
+
+
 def _oidc_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not _is_job(args):
         return
     target = as_mapping(get_path(args.props, "httpTarget"))
     if target is None:
         return  # not an HTTP job; scheduler-target-in-stack reports that
+    if _calls_google_api(target):
+        _google_api_token(target, report)
+        return
     if get_path(target, "oauthToken") is not None:
         report(
             "Replace `http_target.oauth_token` with `http_target.oidc_token`: OAuth tokens are "
@@ -162,6 +211,8 @@ def _oidc_audience(args: ResourceValidationArgs, report: ReportViolation) -> Non
     target = as_mapping(get_path(args.props, "httpTarget"))
     if target is None or as_mapping(get_path(target, "oidcToken")) is None:
         return  # scheduler-oidc-token reports a missing token
+    if _calls_google_api(target):
+        return  # scheduler-oidc-token asks for an OAuth token instead
     uri = as_text(get_path(target, "uri"))
     audience = as_text(get_path(target, "oidcToken", "audience"))
     if audience is None:
@@ -192,8 +243,8 @@ def _dedup_headers(args: ResourceValidationArgs, report: ReportViolation) -> Non
     if not _is_job(args):
         return
     target = as_mapping(get_path(args.props, "httpTarget"))
-    if target is None:
-        return
+    if target is None or _calls_google_api(target):
+        return  # a Google API is not a dedup handler: it reads no dedup headers
     headers = as_mapping(get_path(target, "headers")) or {}
     by_lower = {str(name).lower(): name for name in headers}
     for key, default in (

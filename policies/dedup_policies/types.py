@@ -12,6 +12,10 @@ FUNCTION_V2 = "gcp:cloudfunctionsv2/function:Function"
 RUN_SERVICE_V2 = "gcp:cloudrunv2/service:Service"
 RUN_SERVICE_V1 = "gcp:cloudrun/service:Service"
 HANDLER_TYPES = frozenset({FUNCTION_V2, RUN_SERVICE_V2, RUN_SERVICE_V1})
+# Cloud Functions 1st gen: an HTTP endpoint too, but never the dedup handler.
+FUNCTION_V1 = "gcp:cloudfunctions/function:Function"
+# Every serverless type that serves HTTP and runs as a service account.
+ENDPOINT_TYPES = HANDLER_TYPES | {FUNCTION_V1}
 
 # IAM on the invoked service: member/binding/policy for each API generation.
 INVOKER_IAM_TYPES = frozenset(
@@ -25,7 +29,14 @@ INVOKER_IAM_TYPES = frozenset(
         "gcp:cloudrun/iamMember:IamMember",
         "gcp:cloudrun/iamBinding:IamBinding",
         "gcp:cloudrun/iamPolicy:IamPolicy",
+        "gcp:cloudfunctions/functionIamMember:FunctionIamMember",
+        "gcp:cloudfunctions/functionIamBinding:FunctionIamBinding",
+        "gcp:cloudfunctions/functionIamPolicy:FunctionIamPolicy",
     }
+)
+# 1st gen functions are invoked with roles/cloudfunctions.invoker, not roles/run.invoker.
+FUNCTION_V1_IAM_TYPES = frozenset(
+    t for t in INVOKER_IAM_TYPES if t.startswith("gcp:cloudfunctions/")
 )
 
 FIRESTORE_FIELD = "gcp:firestore/field:Field"

@@ -1,4 +1,7 @@
-"""The run store primitives (get, batch get, create, fenced update) act alike on Firestore and in memory."""
+"""The run store primitives (get, batch get, create, fenced update) act alike everywhere.
+
+Each test runs on the Firestore emulator and on the in-memory store.
+"""
 
 from __future__ import annotations
 

@@ -120,12 +120,16 @@ def test_usage_errors_are_one_line_exit_2(args: tuple[str, ...], message: str) -
     assert message in lines[0]
 
 
-def test_broken_program_is_one_line_not_a_traceback(template: Path) -> None:
+def test_broken_program_is_a_short_block_with_its_line_not_a_traceback(template: Path) -> None:
     program = template / "infra" / "__main__.py"
     program.write_text(program.read_text() + "\nraise RuntimeError('boom in the program')\n")
+    lines = len(program.read_text().splitlines())
     result = policy_check("--dir", str(template), "--stack", "example")
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: RuntimeError: boom in the program"
+    assert result.stderr.strip().splitlines() == [
+        "error: the program failed: RuntimeError: boom in the program",
+        f"  at infra/__main__.py:{lines}: raise RuntimeError('boom in the program')",
+    ]
 
 
 def test_first_preview_of_the_example_has_no_mandatory_violation() -> None:

@@ -1,7 +1,8 @@
 """The project and stack files on disk, read without the Pulumi CLI.
 
 The one reader of `Pulumi.yaml` and `Pulumi.<stack>.yaml` for every offline tool:
-`offline.mockrun` (which runs the program the way the language host would),
+`offline.mockrun` (which runs any Pulumi Python program the way the language host
+would, also in the program's own virtualenv, so this needs nothing but PyYAML),
 `offline.policy_check`, and the local demo (`localrun.demo_stack`). Where the stack
 file lives follows the project file reference ("Pulumi project file reference":
 `stackConfigDir`, relative to `Pulumi.yaml`, default its own directory).
@@ -14,17 +15,18 @@ from typing import Any
 
 import yaml
 
-from dedup_schedule.config import ConfigError, ScheduleConfig
-from dedup_schedule.config_reader import parse_config
+
+class StackFileError(ValueError):
+    """A project or stack file is missing or malformed; the message names the file."""
 
 
 def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+        raise StackFileError(f"{path}: cannot read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        raise StackFileError(f"{path}: not valid YAML ({exc})") from None
 
 
 def read_project(project_dir: Path) -> dict[str, Any]:
@@ -33,7 +35,7 @@ def read_project(project_dir: Path) -> dict[str, Any]:
     document = _read_yaml(project_file)
     name = document.get("name") if isinstance(document, dict) else None
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"{project_file}: has no project name")
+        raise StackFileError(f"{project_file}: has no project name")
     return document
 
 
@@ -55,10 +57,5 @@ def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
     document = _read_yaml(path) or {}
     config = (document.get("config") or {}) if isinstance(document, dict) else None
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: 'config' must be a map")
+        raise StackFileError(f"{path}: 'config' must be a map")
     return config
-
-
-def load_stack_config(project_dir: Path, stack: str) -> ScheduleConfig:
-    """Parse `stack`'s settings file in `project_dir` into the schedule it describes."""
-    return parse_config(read_stack_values(project_dir, stack), read_project_name(project_dir))
