@@ -12,7 +12,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 from dedup_policies import handler_settings, pack_arguments, policies
-from dedup_policies.cron import unix_cron_problem
+from dedup_policies.facts import unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 
@@ -84,7 +84,7 @@ def test_handler_defaults_match_the_handler() -> None:
     "schedule", ["*/5 * * * *", "30 2 * * *", "0 7 * * 1-5", "0 0 1 JAN,jul sun", "0-30/10 * * * 7"]
 )
 def test_unix_cron_accepted(schedule: str) -> None:
-    assert unix_cron_problem(schedule) is None
+    assert unix_cron_problem(schedule) == ""
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_unix_cron_accepted(schedule: str) -> None:
     ],
 )
 def test_non_unix_cron_rejected(schedule: str) -> None:
-    assert unix_cron_problem(schedule) is not None
+    assert unix_cron_problem(schedule) != ""
 
 
 @pytest.mark.parametrize(
@@ -165,6 +165,21 @@ def test_non_unix_cron_rejected(schedule: str) -> None:
 )
 def test_retry_window_upper_bound(props: dict, window: float) -> None:
     assert retry_window_seconds(props) == window
+
+
+def test_retry_window_of_out_of_range_counts_stays_within_the_platform_limits() -> None:
+    # scheduler-retry-limits reports these; the window must still be computed at once.
+    props = {
+        "attemptDeadline": "10s",
+        "retryConfig": {
+            "retryCount": 1e9,
+            "minBackoffDuration": "1s",
+            "maxBackoffDuration": "1000000s",
+            "maxDoublings": 1e9,
+        },
+    }
+    # At most 5 retries (the platform's limit), backoff 1, 2, 4, 8, 16.
+    assert retry_window_seconds(props) == 6 * 10 + 31
 
 
 def test_an_edited_copy_of_the_pack_loads_its_own_code(tmp_path: Path) -> None:
