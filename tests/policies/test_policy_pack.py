@@ -44,6 +44,31 @@ def test_importing_the_rules_never_constructs_the_pack() -> None:
     assert int(result.stdout) == len(policies())
 
 
+def test_the_pack_needs_nothing_from_the_rest_of_the_repository() -> None:
+    # The pack is installed on its own (policies/requirements.txt): every module of it,
+    # its copy of the shared facts included, must import with the repository's other
+    # packages unavailable, although the dev venv has them installed.
+    script = (
+        "import sys\n"
+        "for name in ('runledger', 'dedup_schedule', 'localrun', 'offline', 'bench'):\n"
+        "    sys.modules[name] = None\n"
+        "import pkgutil, importlib, dedup_policies\n"
+        "for m in pkgutil.iter_modules(dedup_policies.__path__):\n"
+        "    importlib.import_module('dedup_policies.' + m.name)\n"
+        "print(len(dedup_policies.policies()))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=DEFAULT_PACK_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == len(policies())
+
+
 def test_entry_point_builds_exactly_this_pack() -> None:
     loaded = load_pack(DEFAULT_PACK_DIR)
     assert loaded.arguments["name"] == pack_arguments()["name"]
