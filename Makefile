@@ -22,7 +22,7 @@ help:
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
 
-$(STAMP): $(REQUIREMENTS)
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)

@@ -253,7 +253,7 @@ def run_demo(
     """Run the whole demo; returns the invariant and the JSON report. Stops all it started."""
     from localrun.demo_http import HttpTransport
     from localrun.emulator import start_emulator
-    from localrun.handler_server import HANDLER_DIR, start_handler
+    from localrun.handler_server import start_handler
 
     say = _Printer(out)
     now = datetime.now(UTC)
@@ -279,7 +279,6 @@ def run_demo(
                 env.env,
                 source=REPO_ROOT / "localrun" / "demo_naive.py",
                 target="handle_without_ledger",
-                extra_pythonpath=(REPO_ROOT, HANDLER_DIR),
             )
         else:
             if emulator is None:

@@ -13,22 +13,17 @@ past runs the demo replays.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from dedup_schedule.config import ConfigError, ScheduleConfig, load_stack_config
 from localrun.demo_plan import EVENTS_ENV, PLAN_ENV
-from localrun.simulator import RetryPolicy, RunPlan, SimJob
+from localrun.simulator import RunPlan, SimJob
+from runledger.facts import RetryPolicy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT / "infra") not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT / "infra"))
-
-if TYPE_CHECKING:
-    from dedup_schedule.config import ScheduleConfig
 
 # The longest attempt deadline of the stack lasts this long in the demo ...
 LONGEST_DEADLINE_S = 2.5
@@ -78,9 +73,14 @@ def sim_jobs(config: ScheduleConfig, speedup: dict[str, float]) -> list[SimJob]:
                 schedule=job.schedule,
                 time_zone=job.time_zone,
                 attempt_deadline_s=job.attempt_deadline_s / factor,
+                # Every duration scales by the same factor, so each backoff is the
+                # deployed one divided by it: the doubling arithmetic is linear.
                 retry=RetryPolicy(
-                    delays=tuple(retry.backoff_s(i) / factor for i in range(retry.retry_count)),
+                    retry_count=retry.retry_count,
                     max_retry_duration_s=retry.max_retry_duration_s / factor,
+                    min_backoff_s=retry.min_backoff_s / factor,
+                    max_backoff_s=retry.max_backoff_s / factor,
+                    max_doublings=retry.max_doublings,
                 ),
                 headers=(
                     (config.project_header, config.project),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from localrun.process import ServiceProcess, spawn
+from runledger.facts import DEFAULT_DATABASE
 
 EMULATOR_MAIN = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
 JAR_RELATIVE = Path("platform/cloud-firestore-emulator/cloud-firestore-emulator.jar")
@@ -74,7 +75,7 @@ class FirestoreEmulator(ServiceProcess):
     def base_url(self) -> str:
         return f"http://{self.host}"
 
-    def clear(self, database: str = "(default)") -> None:
+    def clear(self, database: str = DEFAULT_DATABASE) -> None:
         """Delete every document, so each test starts from an empty ledger."""
         url = f"{self.base_url}/emulator/v1/projects/{self.project}/databases/{database}/documents"
         request = urllib.request.Request(url, method="DELETE")

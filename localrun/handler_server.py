@@ -54,8 +54,10 @@ def start_handler(
 ) -> HandlerServer:
     """Start functions-framework on a free loopback port with `env` on top of ours.
 
-    `extra_pythonpath` lets a jobs module outside `handler/` (the demo's) be
-    named in DEDUP_JOBS_MODULE.
+    The source's directory comes first on PYTHONPATH, as in the deployed function
+    (`main` and the default `jobs` are top-level there). `extra_pythonpath` lets a
+    jobs module that is not installed (a test's, under `tests/`) be named in
+    DEDUP_JOBS_MODULE; the repository's packages come from the editable install.
     """
     port = free_port()
     pythonpath = [str(source.parent), *(str(p) for p in extra_pythonpath)]

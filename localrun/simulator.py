@@ -28,9 +28,8 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from localrun.demo_plan import Step, run_label
+from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
 
-JOB_HEADER = "X-CloudScheduler-JobName"
-SCHEDULE_HEADER = "X-CloudScheduler-ScheduleTime"
 USER_AGENT = "Google-Cloud-Scheduler"
 # A forced run must carry a time this far ahead of the handler's clock for the
 # whole demo, or the handler (10 s tolerance) would take it for the scheduled run.
@@ -57,30 +56,24 @@ def next_fire_time(schedule: str, time_zone: str, after: datetime) -> datetime:
 # --- jobs and their retry policy ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """A job's RetryConfig in demo seconds: `delays[i]` is the wait before retry i+1."""
+def retry_delays(retry: RetryPolicy) -> tuple[float, ...]:
+    """The wait before each retry the job's `retry_count` allows, in the policy's units."""
+    return tuple(retry.backoff_s(i) for i in range(retry.retry_count))
 
-    delays: tuple[float, ...]
-    max_retry_duration_s: float = 0.0  # 0: no time limit
 
-    @property
-    def retry_count(self) -> int:
-        return len(self.delays)
+def delay_before_retry(retry: RetryPolicy, retries_done: int, elapsed_s: float) -> float | None:
+    """Wait before the next retry, or None when the run's retries are exhausted.
 
-    def delay_before_retry(self, retries_done: int, elapsed_s: float) -> float | None:
-        """Wait before the next retry, or None when the run's retries are exhausted.
-
-        Retries stop after `retry_count` or once `max_retry_duration` has passed
-        since the first attempt, whichever comes first. Cloud Scheduler goes on
-        until both limits are reached, so the demo never sends more retries than
-        the real one; the ledger's retention is sized for the longer of the two.
-        """
-        if retries_done >= self.retry_count:
-            return None
-        if self.max_retry_duration_s and elapsed_s >= self.max_retry_duration_s:
-            return None
-        return self.delays[retries_done]
+    Retries stop after `retry_count` or once `max_retry_duration` has passed
+    since the first attempt, whichever comes first. Cloud Scheduler goes on
+    until both limits are reached, so the demo never sends more retries than
+    the real one; the ledger's retention is sized for the longer of the two.
+    """
+    if retries_done >= retry.retry_count:
+        return None
+    if retry.max_retry_duration_s and elapsed_s >= retry.max_retry_duration_s:
+        return None
+    return retry.backoff_s(retries_done)
 
 
 @dataclass(frozen=True)
@@ -91,7 +84,7 @@ class SimJob:
     schedule: str
     time_zone: str
     attempt_deadline_s: float
-    retry: RetryPolicy
+    retry: RetryPolicy  # RetryConfig with its durations in demo seconds
     headers: tuple[tuple[str, str], ...]  # HttpTarget.headers (project, region, content type)
     body: bytes
 
@@ -149,7 +142,7 @@ def _script(job: SimJob, fault: Fault | None, rng: random.Random) -> tuple[Step,
     if fault is Fault.TIMEOUT:
         # Still running when the first retry arrives (so that retry meets the live
         # claim), and normally done before the last retry, so the Scheduler hears of it.
-        delays = job.retry.delays
+        delays = retry_delays(job.retry)
         first_retry_at = deadline + (delays[0] if delays else 0.0)
         overrun = deadline * rng.uniform(0.3, 0.5)
         if len(delays) > 1:
@@ -344,7 +337,7 @@ def drive_run(
         if seen is Seen.ANSWERED and primary.status is not None and 200 <= primary.status < 300:
             result.acknowledged = True
             return result
-        delay = job.retry.delay_before_retry(attempt, clock() - first_sent)
+        delay = delay_before_retry(job.retry, attempt, clock() - first_sent)
         if delay is None:
             result.exhausted = True
             return result

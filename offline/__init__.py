@@ -1,1 +1,3 @@
-"""Offline tools: run the Pulumi program under mocks (`mockrun`) and print its plan (`plan`)."""
+"""Offline tools, no Pulumi CLI and no cloud: run the Pulumi program under mocks
+(`mockrun`), print what it would create (`plan`, `make plan`), and evaluate a policy
+pack against it as the engine would (`policy_check`, `make policy-check`)."""

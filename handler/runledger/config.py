@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from runledger import facts
 from runledger.exceptions import ConfigError
 
 
 class ManualRuns(StrEnum):
+    """DEDUP_MANUAL_RUNS, one member per mode in `facts.MANUAL_RUN_MODES`."""
+
     # A forced run gets its own key: the real run at that time still happens.
     SEPARATE = "separate"
     # A forced run is refused with 403.
     REJECT = "reject"
 
 
-_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
-_COLLECTION = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_DATABASE = re.compile(r"\(default\)|[a-z][a-z0-9-]{2,62}")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -59,25 +59,40 @@ class Settings:
         def names(name: str) -> frozenset[str]:
             return frozenset(item.strip() for item in env.get(name, "").split(",") if item.strip())
 
+        def database() -> str:
+            value = env.get("DEDUP_DATABASE", facts.DEFAULT_DATABASE).strip()
+            if not facts.is_database_id(value):
+                raise ConfigError(
+                    f"DEDUP_DATABASE: {value!r} is not a Firestore database id "
+                    f"({facts.DATABASE_ID_RULE})"
+                )
+            return value
+
         manual = env.get("DEDUP_MANUAL_RUNS", ManualRuns.SEPARATE.value).strip()
-        if manual not in ManualRuns.__members__.values():
-            choices = ", ".join(m.value for m in ManualRuns)
+        if manual not in facts.MANUAL_RUN_MODES:
+            choices = ", ".join(facts.MANUAL_RUN_MODES)
             raise ConfigError(f"DEDUP_MANUAL_RUNS: {manual!r} is not one of {choices}")
+        header = "an HTTP header name"
         settings = cls(
             collection=text(
-                "DEDUP_COLLECTION", "scheduler_runs", _COLLECTION, "a Firestore collection id"
+                "DEDUP_COLLECTION",
+                facts.DEFAULT_COLLECTION,
+                facts.COLLECTION_ID,
+                "a Firestore collection id",
             ),
-            database=text("DEDUP_DATABASE", "(default)", _DATABASE, "a Firestore database id"),
-            lease=seconds("DEDUP_LEASE_SECONDS", 360),
-            retention=seconds("DEDUP_RETENTION_SECONDS", 7 * 24 * 3600),
+            database=database(),
+            lease=seconds("DEDUP_LEASE_SECONDS", facts.DEFAULT_LEASE_S),
+            retention=seconds("DEDUP_RETENTION_SECONDS", facts.DEFAULT_RETENTION_S),
             project_header=text(
-                "DEDUP_PROJECT_HEADER", "X-Dedup-Project", _HEADER_NAME, "an HTTP header name"
+                "DEDUP_PROJECT_HEADER", facts.DEFAULT_PROJECT_HEADER, facts.HEADER_NAME, header
             ),
             region_header=text(
-                "DEDUP_REGION_HEADER", "X-Dedup-Region", _HEADER_NAME, "an HTTP header name"
+                "DEDUP_REGION_HEADER", facts.DEFAULT_REGION_HEADER, facts.HEADER_NAME, header
             ),
             manual_runs=ManualRuns(manual),
-            jobs_module=text("DEDUP_JOBS_MODULE", "jobs", _MODULE, "a Python module name"),
+            jobs_module=text(
+                "DEDUP_JOBS_MODULE", facts.DEFAULT_JOBS_MODULE, _MODULE, "a Python module name"
+            ),
             allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),

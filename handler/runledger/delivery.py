@@ -17,11 +17,9 @@ from datetime import UTC, datetime, timedelta
 
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import BadRequest
-from runledger.jobs import JOB_ID
+from runledger.facts import JOB_HEADER, JOB_ID, SCHEDULE_HEADER
 from runledger.ledger import RunIdentity
 
-JOB_HEADER = "X-CloudScheduler-JobName"
-SCHEDULE_HEADER = "X-CloudScheduler-ScheduleTime"
 # Scheduled deliveries never arrive before their schedule time; one stamped
 # further ahead than this is a forced run carrying the next scheduled time.
 MANUAL_TOLERANCE = timedelta(seconds=10)

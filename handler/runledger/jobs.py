@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from runledger.context import RunContext
 from runledger.exceptions import ConfigError
+from runledger.facts import JOB_ID
 
 JobFn = Callable[[RunContext], Any]
-# Cloud Scheduler job ids: letters, digits, hyphens and underscores, at most 500.
-JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,500}")
 
 
 class Jobs(dict[str, JobFn]):

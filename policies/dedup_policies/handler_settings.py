@@ -1,8 +1,7 @@
 """The handler's DEDUP_* environment as the stack declares it.
 
-The defaults mirror `handler/runledger/config.py` (the pack must not import
-the handler: it ships with only the Pulumi SDKs). If the handler's defaults
-change, change them here too; the pack's tests pin both to the same values.
+The defaults are the handler's own, from the pack's copy of the shared facts
+(the pack must not import the handler: it ships with only the Pulumi SDKs).
 """
 
 from __future__ import annotations
@@ -12,12 +11,7 @@ from dataclasses import dataclass, field
 
 from pulumi_policy.proxy import UnknownValueError
 
-DEFAULT_COLLECTION = "scheduler_runs"
-DEFAULT_DATABASE = "(default)"
-DEFAULT_LEASE_SECONDS = 360
-DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600
-DEFAULT_PROJECT_HEADER = "X-Dedup-Project"
-DEFAULT_REGION_HEADER = "X-Dedup-Region"
+from dedup_policies import facts
 
 
 @dataclass(frozen=True)
@@ -62,12 +56,12 @@ class HandlerSettings:
             return frozenset(item.strip() for item in items if item.strip())
 
         return cls(
-            collection=text("DEDUP_COLLECTION", DEFAULT_COLLECTION),
-            database=text("DEDUP_DATABASE", DEFAULT_DATABASE),
-            lease_seconds=seconds("DEDUP_LEASE_SECONDS", DEFAULT_LEASE_SECONDS),
-            retention_seconds=seconds("DEDUP_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS),
-            project_header=text("DEDUP_PROJECT_HEADER", DEFAULT_PROJECT_HEADER),
-            region_header=text("DEDUP_REGION_HEADER", DEFAULT_REGION_HEADER),
+            collection=text("DEDUP_COLLECTION", facts.DEFAULT_COLLECTION),
+            database=text("DEDUP_DATABASE", facts.DEFAULT_DATABASE),
+            lease_seconds=seconds("DEDUP_LEASE_SECONDS", facts.DEFAULT_LEASE_S),
+            retention_seconds=seconds("DEDUP_RETENTION_SECONDS", facts.DEFAULT_RETENTION_S),
+            project_header=text("DEDUP_PROJECT_HEADER", facts.DEFAULT_PROJECT_HEADER),
+            region_header=text("DEDUP_REGION_HEADER", facts.DEFAULT_REGION_HEADER),
             allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),

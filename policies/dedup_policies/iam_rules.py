@@ -1,10 +1,11 @@
 """IAM rules: no primitive roles anywhere, and no project-wide grant to the
 stack's own service accounts beyond what the ledger design needs.
 
-The handler needs four Firestore permissions and the invoker needs
-run.invoker on one service; anything granted project-wide on top of that
-(a predefined role such as roles/datastore.user included) widens what a
-leaked token can do, so the project-wide allowance is an explicit list.
+The handler needs three Firestore permissions (`facts.LEDGER_PERMISSIONS`:
+get, create and update of documents) and the invoker needs run.invoker on one
+service; anything granted project-wide on top of that (a predefined role such
+as roles/datastore.user included) widens what a leaked token can do, so the
+project-wide allowance is an explicit list.
 """
 
 from __future__ import annotations
@@ -25,20 +26,15 @@ from pulumi_policy.proxy import UnknownValueError
 from dedup_policies import types
 from dedup_policies.accounts import member_email
 from dedup_policies.config import schema, setting
+from dedup_policies.facts import LEDGER_PERMISSIONS
 from dedup_policies.iam_grants import grants
 from dedup_policies.props import as_list, as_text, get_path
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 
-# Exactly what the handler's ledger calls use: get, create with exists=false, and
-# update guarded by update_time (a release is an update too). No delete, no listing
-# and no transactions (datastore.databases.get); a handler that does need them can
-# add them through this policy's `allowedPermissions` config.
-LEDGER_PERMISSIONS = (
-    "datastore.entities.get",
-    "datastore.entities.create",
-    "datastore.entities.update",
-)
+# LEDGER_PERMISSIONS is exactly what the handler's ledger calls use; a handler that
+# needs more (delete, listing, transactions) can add them through this policy's
+# `allowedPermissions` config.
 # Project-wide predefined roles that add no data access: observability only.
 OBSERVABILITY_ROLES = (
     "roles/logging.logWriter",

@@ -1,7 +1,8 @@
 """Rules on each Cloud Scheduler job, checked on its inputs before it is created.
 
 They make sure every delivery can be deduplicated (unix-cron for the
-ScheduleTime header, project/region headers for the key), authenticated
+ScheduleTime header; the project/region headers are checked against the
+handler that reads them, in `stack_rules`), authenticated
 (OIDC from a dedicated account, audience = the service) and bounded in time
 (attempt deadline and retries within what the platform accepts).
 """
@@ -22,8 +23,12 @@ from pulumi_policy.proxy import UnknownValueError
 from dedup_policies import types
 from dedup_policies.accounts import shared_account_kind
 from dedup_policies.config import schema, setting
-from dedup_policies.cron import unix_cron_problem
-from dedup_policies.handler_settings import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER
+from dedup_policies.facts import (
+    MAX_ATTEMPT_DEADLINE_S,
+    MAX_RETRY_COUNT,
+    MIN_ATTEMPT_DEADLINE_S,
+    unix_cron_problem,
+)
 from dedup_policies.props import (
     as_mapping,
     as_number,
@@ -33,12 +38,7 @@ from dedup_policies.props import (
     parse_duration,
     url_is_under,
 )
-from dedup_policies.scheduler_job import (
-    MAX_ATTEMPT_DEADLINE_SECONDS,
-    MAX_RETRY_COUNT,
-    MIN_ATTEMPT_DEADLINE_SECONDS,
-    attempt_deadline_seconds,
-)
+from dedup_policies.scheduler_job import attempt_deadline_seconds
 
 
 def _is_job(args: ResourceValidationArgs) -> bool:
@@ -82,8 +82,8 @@ def _attempt_deadline(args: ResourceValidationArgs, report: ReportViolation) -> 
                 None,
             )
         return
-    low = float(setting(args, "minSeconds", MIN_ATTEMPT_DEADLINE_SECONDS))
-    high = float(setting(args, "maxSeconds", MAX_ATTEMPT_DEADLINE_SECONDS))
+    low = float(setting(args, "minSeconds", MIN_ATTEMPT_DEADLINE_S))
+    high = float(setting(args, "maxSeconds", MAX_ATTEMPT_DEADLINE_S))
     raw = get_path(args.props, "attemptDeadline")
     if raw is None:
         report(
@@ -111,15 +111,15 @@ attempt_deadline = ResourceValidationPolicy(
     config_schema=schema(
         minSeconds={
             "type": "number",
-            "minimum": MIN_ATTEMPT_DEADLINE_SECONDS,
-            "maximum": MAX_ATTEMPT_DEADLINE_SECONDS,
-            "default": MIN_ATTEMPT_DEADLINE_SECONDS,
+            "minimum": MIN_ATTEMPT_DEADLINE_S,
+            "maximum": MAX_ATTEMPT_DEADLINE_S,
+            "default": MIN_ATTEMPT_DEADLINE_S,
         },
         maxSeconds={
             "type": "number",
-            "minimum": MIN_ATTEMPT_DEADLINE_SECONDS,
-            "maximum": MAX_ATTEMPT_DEADLINE_SECONDS,
-            "default": MAX_ATTEMPT_DEADLINE_SECONDS,
+            "minimum": MIN_ATTEMPT_DEADLINE_S,
+            "maximum": MAX_ATTEMPT_DEADLINE_S,
+            "default": MAX_ATTEMPT_DEADLINE_S,
         },
     ),
     validate=_attempt_deadline,
@@ -239,43 +239,6 @@ oidc_audience = ResourceValidationPolicy(
 )
 
 
-def _dedup_headers(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if not _is_job(args):
-        return
-    target = as_mapping(get_path(args.props, "httpTarget"))
-    if target is None or _calls_google_api(target):
-        return  # a Google API is not a dedup handler: it reads no dedup headers
-    headers = as_mapping(get_path(target, "headers")) or {}
-    by_lower = {str(name).lower(): name for name in headers}
-    for key, default in (
-        ("projectHeader", DEFAULT_PROJECT_HEADER),
-        ("regionHeader", DEFAULT_REGION_HEADER),
-    ):
-        wanted = str(setting(args, key, default))
-        actual = by_lower.get(wanted.lower())
-        if actual is None or as_text(headers[actual]) is None:
-            report(
-                f"Add the header {wanted!r} to `http_target.headers` with the job's "
-                f"{'project id' if key == 'projectHeader' else 'region'}: Cloud Scheduler does "
-                "not send it, and the dedup key needs it to tell apart jobs that share a "
-                "JOB_ID across projects or regions.",
-                None,
-            )
-
-
-dedup_headers = ResourceValidationPolicy(
-    name="scheduler-dedup-headers",
-    description="Cloud Scheduler HTTP targets send the project and region headers the "
-    "dedup key uses.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=schema(
-        projectHeader={"type": "string", "minLength": 1, "default": DEFAULT_PROJECT_HEADER},
-        regionHeader={"type": "string", "minLength": 1, "default": DEFAULT_REGION_HEADER},
-    ),
-    validate=_dedup_headers,
-)
-
-
 def _retry_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not _is_job(args):
         return
@@ -337,6 +300,5 @@ POLICIES = [
     attempt_deadline,
     oidc_token,
     oidc_audience,
-    dedup_headers,
     retry_limits,
 ]

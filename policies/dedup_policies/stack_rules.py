@@ -22,17 +22,11 @@ from pulumi_policy import (
 )
 
 from dedup_policies import handler_resource, stack_view, types
-from dedup_policies.handler_settings import DEFAULT_DATABASE
+from dedup_policies.facts import DEFAULT_ATTEMPT_DEADLINE_S, DEFAULT_DATABASE, TTL_FIELD
 from dedup_policies.props import as_list, as_mapping, as_text, format_seconds, get_path
-from dedup_policies.scheduler_job import (
-    DEFAULT_ATTEMPT_DEADLINE_SECONDS,
-    attempt_deadline_seconds,
-    retry_window_seconds,
-)
+from dedup_policies.scheduler_job import attempt_deadline_seconds, retry_window_seconds
 from dedup_policies.stack_view import Handler, Job
 from dedup_policies.unknowns import Deferred
-
-TTL_FIELD = "expire_at"
 
 
 def _each_dedup_handler(view: stack_view.StackView, check: Callable[[Handler], None]) -> None:
@@ -46,14 +40,14 @@ def _each_dedup_handler(view: stack_view.StackView, check: Callable[[Handler], N
             later.run(check, handler)
 
 
-def _check_target(job: Job, report: ReportViolation) -> None:
+def _check_calls_handler(job: Job, report: ReportViolation) -> None:
     if as_mapping(get_path(job.resource.props, "httpTarget")) is None:
         report(
             f"{job.label} has no `http_target`; point it at the dedup handler deployed in "
             "this stack (Pub/Sub and App Engine targets bypass the ledger).",
             job.resource.urn,
         )
-    elif job.target is None:
+    elif job.handler is None:
         where = f"calls {job.uri!r}, which" if job.uri else "has a target URI that"
         report(
             f"{job.label} {where} is not a Cloud Run service or function of this stack; "
@@ -66,7 +60,7 @@ def _check_target(job: Job, report: ReportViolation) -> None:
 def _target_in_stack(args: StackValidationArgs, report: ReportViolation) -> None:
     with Deferred() as later:
         for job in stack_view.build(args.resources).jobs:
-            later.run(_check_target, job, report)
+            later.run(_check_calls_handler, job, report)
 
 
 target_in_stack = StackValidationPolicy(
@@ -81,7 +75,7 @@ target_in_stack = StackValidationPolicy(
 def _check_timeout(handler: Handler, job: Job, report: ReportViolation) -> None:
     timeout = handler.timeout_seconds()
     deadline = attempt_deadline_seconds(job.resource.props)
-    deadline = DEFAULT_ATTEMPT_DEADLINE_SECONDS if deadline is None else deadline
+    deadline = DEFAULT_ATTEMPT_DEADLINE_S if deadline is None else deadline
     if timeout is not None and timeout < deadline:
         report(
             f"{handler.label} times out after {format_seconds(timeout)} but "
@@ -97,8 +91,8 @@ def _timeout_covers_deadline(args: StackValidationArgs, report: ReportViolation)
     view = stack_view.build(args.resources)
     with Deferred() as later:
         for job in view.jobs:
-            if job.target is not None:
-                later.run(_check_timeout, job.target, job, report)
+            if job.handler is not None:
+                later.run(_check_timeout, job.handler, job, report)
 
 
 timeout_covers_deadline = StackValidationPolicy(
@@ -161,7 +155,7 @@ def _check_retention(view: stack_view.StackView, handler: Handler, report: Repor
             "DEDUP_RETENTION_SECONDS above DEDUP_LEASE_SECONDS.",
             handler.resource.urn,
         )
-    for job in view.jobs_targeting(handler):
+    for job in view.jobs_calling(handler):
         window = retry_window_seconds(job.resource.props)
         if retention < window:
             report(
@@ -261,25 +255,58 @@ def _header_value(headers: Mapping[str, Any], name: str) -> str | None:
     for key in headers:
         if str(key).lower() == name.lower():
             value = headers[key]
-            return value if isinstance(value, str) else None
+            return value if isinstance(value, str) and value.strip() else None
     return None
 
 
-def _check_header(job: Job, handler: Handler, which: str, report: ReportViolation) -> None:
+def _header_read_by(handler: Handler, which: str) -> tuple[str, str]:
+    """The header the handler reads for `which` ("PROJECT" or "REGION"), and its variable."""
     settings = handler.settings()
-    header_var, allowed_var = f"DEDUP_{which}_HEADER", f"DEDUP_ALLOWED_{which}S"
-    settings.require(header_var)
-    header = settings.project_header if which == "PROJECT" else settings.region_header
+    variable = f"DEDUP_{which}_HEADER"
+    settings.require(variable)
+    return (settings.project_header if which == "PROJECT" else settings.region_header), variable
+
+
+def _check_header_sent(job: Job, handler: Handler, which: str, report: ReportViolation) -> None:
+    header, variable = _header_read_by(handler, which)
+    headers = as_mapping(get_path(job.resource.props, "httpTarget", "headers")) or {}
+    if _header_value(headers, header) is None:
+        report(
+            f"Add the header {header!r} to `http_target.headers` of {job.label} with the "
+            f"job's {'project id' if which == 'PROJECT' else 'region'}, or set {variable} of "
+            f"{handler.label} to the header the job sends: Cloud Scheduler does not add it, "
+            "and the handler refuses a delivery without it (400), since the dedup key needs "
+            "it to tell apart jobs that share a JOB_ID across projects or regions.",
+            job.resource.urn,
+        )
+
+
+def _dedup_headers(args: StackValidationArgs, report: ReportViolation) -> None:
+    with Deferred() as later:
+        for job in stack_view.build(args.resources).jobs:
+            if job.handler is None:
+                continue  # scheduler-target-in-stack reports a job without a handler
+            later.run(_check_header_sent, job, job.handler, "PROJECT", report)
+            later.run(_check_header_sent, job, job.handler, "REGION", report)
+
+
+dedup_headers = StackValidationPolicy(
+    name="scheduler-dedup-headers",
+    description="Each job sends, non-empty, the project and region headers its handler "
+    "reads (DEDUP_PROJECT_HEADER, DEDUP_REGION_HEADER) for the dedup key.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_dedup_headers,
+)
+
+
+def _check_header_allowed(job: Job, handler: Handler, which: str, report: ReportViolation) -> None:
+    header, _ = _header_read_by(handler, which)
     headers = as_mapping(get_path(job.resource.props, "httpTarget", "headers")) or {}
     value = _header_value(headers, header)
     if value is None:
-        report(
-            f"{handler.label} reads the header {header!r} ({header_var}), which {job.label} "
-            "does not send; add it to `http_target.headers` or align the handler's "
-            f"{header_var} with the header the job sends.",
-            job.resource.urn,
-        )
-        return
+        return  # scheduler-dedup-headers reports a header the job does not send
+    settings = handler.settings()
+    allowed_var = f"DEDUP_ALLOWED_{which}S"
     settings.require(allowed_var)
     allowed = settings.allowed_projects if which == "PROJECT" else settings.allowed_regions
     if allowed and value not in allowed:
@@ -312,16 +339,17 @@ def _check_invoker(job: Job, handler: Handler, report: ReportViolation) -> None:
 def _accepted_by_handler(args: StackValidationArgs, report: ReportViolation) -> None:
     with Deferred() as later:
         for job in stack_view.build(args.resources).jobs:
-            if job.target is None:
+            if job.handler is None:
                 continue
-            later.run(_check_header, job, job.target, "PROJECT", report)
-            later.run(_check_header, job, job.target, "REGION", report)
-            later.run(_check_invoker, job, job.target, report)
+            later.run(_check_header_allowed, job, job.handler, "PROJECT", report)
+            later.run(_check_header_allowed, job, job.handler, "REGION", report)
+            later.run(_check_invoker, job, job.handler, report)
 
 
 accepted_by_handler = StackValidationPolicy(
     name="scheduler-accepted-by-handler",
-    description="Each job sends the headers and identity its handler's DEDUP_* settings accept.",
+    description="Each job's header values and identity are ones its handler's DEDUP_ALLOWED_* "
+    "settings accept.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=_accepted_by_handler,
 )
@@ -381,6 +409,7 @@ POLICIES = [
     retention_covers_retries,
     ttl_policy,
     ttl_field_not_indexed,
+    dedup_headers,
     accepted_by_handler,
     runtime_account_not_shared,
 ]

@@ -1,7 +1,7 @@
 """Which Scheduler job calls which handler, across the whole stack.
 
 Stack rules need the pairing (job -> handler) to compare timeouts, leases,
-retention and headers. A job's target is found by URL first; during a real
+retention and headers. The handler a job calls is found by URL first; during a real
 preview the URLs of new services are still unknown, so the dependency graph
 (the job's `httpTarget` was built from the handler's outputs) is the fallback.
 """
@@ -47,7 +47,7 @@ class Job:
     resource: PolicyResource
     uri: str | None
     uri_unknown: bool
-    target: Handler | None = None
+    handler: Handler | None = None
 
     @property
     def label(self) -> str:
@@ -61,15 +61,15 @@ class StackView:
     handlers: list[Handler] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
 
-    def jobs_targeting(self, handler: Handler) -> list[Job]:
-        return [job for job in self.jobs if job.target is handler]
+    def jobs_calling(self, handler: Handler) -> list[Job]:
+        return [job for job in self.jobs if job.handler is handler]
 
     def dedup_handlers(self) -> list[Handler]:
-        """Handlers that run the ledger: targeted by a job or configured with DEDUP_* variables."""
-        targeted = {id(job.target) for job in self.jobs if job.target is not None}
+        """Handlers that run the ledger: called by a job or configured with DEDUP_* variables."""
+        called = {id(job.handler) for job in self.jobs if job.handler is not None}
         result = []
         for handler in self.handlers:
-            if id(handler) in targeted or _declares_dedup_env(handler):
+            if id(handler) in called or _declares_dedup_env(handler):
                 result.append(handler)
         return result
 
@@ -113,5 +113,5 @@ def build(resources: Iterable[PolicyResource]) -> StackView:
             uri, unknown = _job_uri(resource)
             view.jobs.append(Job(resource, uri, unknown))
     for job in view.jobs:
-        job.target = _resolve(job, view.handlers)
+        job.handler = _resolve(job, view.handlers)
     return view

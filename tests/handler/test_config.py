@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from runledger import facts
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import ConfigError
 from runledger.jobs import Jobs, load_jobs
+
+# The deployed function's source root: `main` and the default `jobs` are top-level there.
+HANDLER_DIR = Path(__file__).resolve().parents[2] / "handler"
 
 
 def test_defaults_match_the_documented_contract():
@@ -52,7 +60,55 @@ def test_bad_values_name_the_variable(env, variable):
     assert str(error.value).startswith(f"{variable}:")
 
 
-def test_jobs_module_must_import_and_expose_jobs():
+@pytest.mark.parametrize(
+    "database",
+    [
+        "abc",  # too short: Firestore wants 4-63 characters
+        "a" * 64,
+        "ends-with-",
+        "9starts-with-digit",
+        "Upper-case",
+        "0f8fad5b-d9cb-469f-a165-70867728950e",  # UUID-like ids are reserved
+        "(DEFAULT)",
+    ],
+)
+def test_database_ids_firestore_rejects_stop_start_up(database):
+    with pytest.raises(ConfigError) as error:
+        Settings.from_env({"DEDUP_DATABASE": database})
+    assert str(error.value).startswith(f"DEDUP_DATABASE: {database!r} is not a Firestore database")
+
+
+@pytest.mark.parametrize("database", ["(default)", "abcd", "ledger-db", "a" * 63, "runs-2026"])
+def test_database_ids_firestore_accepts_are_taken(database):
+    assert Settings.from_env({"DEDUP_DATABASE": database}).database == database
+
+
+def test_manual_run_modes_are_the_shared_ones():
+    assert tuple(mode.value for mode in ManualRuns) == facts.MANUAL_RUN_MODES
+    for mode in facts.MANUAL_RUN_MODES:
+        assert Settings.from_env({"DEDUP_MANUAL_RUNS": mode}).manual_runs == mode
+
+
+def test_deployed_entry_point_refuses_a_database_id_firestore_rejects():
+    env = os.environ | {"DEDUP_DATABASE": "abc", "PYTHONWARNINGS": "ignore"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import main"],
+        cwd=HANDLER_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "handler configuration error: DEDUP_DATABASE: 'abc' is not a Firestore database id "
+        f"({facts.DATABASE_ID_RULE})"
+    )
+
+
+def test_jobs_module_must_import_and_expose_jobs(monkeypatch):
+    # The default jobs module is top-level in the deployed function's source root.
+    monkeypatch.syspath_prepend(str(HANDLER_DIR))
     with pytest.raises(ConfigError, match="DEDUP_JOBS_MODULE: cannot import"):
         load_jobs("no_such_jobs_module")
     with pytest.raises(ConfigError, match="has no JOBS dict"):

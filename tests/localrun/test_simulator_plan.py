@@ -71,7 +71,7 @@ def test_work_scripts_make_each_fault_happen(jobs: list[SimJob]) -> None:
     for plan in plans:
         job = by_id[plan.job]
         if plan.fault is Fault.TIMEOUT:
-            first_retry = job.attempt_deadline_s + job.retry.delays[0]
+            first_retry = job.attempt_deadline_s + job.retry.backoff_s(0)
             assert plan.script[0].seconds > first_retry
             assert not plan.script[0].fails
         elif plan.fault is Fault.FAILURE:

@@ -18,24 +18,28 @@ from localrun.simulator import (
     Answer,
     Fault,
     Request,
-    RetryPolicy,
     RunPlan,
     RunResult,
     Seen,
     SimJob,
+    delay_before_retry,
     drive_run,
+    retry_delays,
 )
+from runledger.facts import RetryPolicy
 
 WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)
 
 
-def _job(delays: tuple[float, ...], max_retry_duration_s: float = 0.0) -> SimJob:
+def _job(retries: int, max_retry_duration_s: float = 0.0, min_backoff_s: float = 0.1) -> SimJob:
+    """A job in demo seconds whose backoff starts at `min_backoff_s` and doubles."""
+    retry = RetryPolicy(retries, max_retry_duration_s, min_backoff_s)
     return SimJob(
         id="hourly-sync",
         schedule="5 * * * *",
         time_zone="UTC",
         attempt_deadline_s=1.0,
-        retry=RetryPolicy(delays, max_retry_duration_s),
+        retry=retry,
         headers=(),
         body=b"",
     )
@@ -96,7 +100,10 @@ def test_backoff_matches_the_stack_config_scaled_by_the_job_speedup() -> None:
     for job in config.jobs:
         factor = speedup[job.id]
         expected = [job.retry.backoff_s(i) / factor for i in range(job.retry.retry_count)]
-        assert list(jobs[job.id].retry.delays) == pytest.approx(expected)
+        assert list(retry_delays(jobs[job.id].retry)) == pytest.approx(expected)
+        assert jobs[job.id].retry.max_retry_duration_s == pytest.approx(
+            job.retry.max_retry_duration_s / factor
+        )
         assert jobs[job.id].attempt_deadline_s == pytest.approx(job.attempt_deadline_s / factor)
     # The slowest job's deadline is compressed to a couple of seconds, none below one.
     assert max(j.attempt_deadline_s for j in jobs.values()) == pytest.approx(2.5)
@@ -104,23 +111,23 @@ def test_backoff_matches_the_stack_config_scaled_by_the_job_speedup() -> None:
 
 
 def test_retry_limits_by_count_and_by_duration() -> None:
-    policy = RetryPolicy((0.1, 0.2, 0.4), max_retry_duration_s=1.0)
-    assert policy.delay_before_retry(0, 0.0) == 0.1
-    assert policy.delay_before_retry(2, 0.5) == 0.4
-    assert policy.delay_before_retry(3, 0.5) is None  # count used up
-    assert policy.delay_before_retry(1, 1.0) is None  # duration used up
-    assert RetryPolicy(()).delay_before_retry(0, 0.0) is None
+    policy = RetryPolicy(retry_count=3, max_retry_duration_s=1.0, min_backoff_s=0.1)
+    assert delay_before_retry(policy, 0, 0.0) == 0.1
+    assert delay_before_retry(policy, 2, 0.5) == 0.4
+    assert delay_before_retry(policy, 3, 0.5) is None  # count used up
+    assert delay_before_retry(policy, 1, 1.0) is None  # duration used up
+    assert delay_before_retry(RetryPolicy(), 0, 0.0) is None
 
 
 def test_a_2xx_ends_the_run_at_once() -> None:
-    result, _, clock = _drive(_plan(None), _job((0.1,)), [OK])
+    result, _, clock = _drive(_plan(None), _job(1), [OK])
     assert result.acknowledged and not result.exhausted
     assert [d.seen for d in result.deliveries] == [Seen.ANSWERED]
     assert clock.sleeps == []
 
 
 def test_timeout_is_retried_with_backoff_and_the_retry_finds_the_work_running() -> None:
-    result, _, clock = _drive(_plan(Fault.TIMEOUT), _job((0.1, 0.2, 0.4)), [TIMEOUT, BUSY, DONE])
+    result, _, clock = _drive(_plan(Fault.TIMEOUT), _job(3), [TIMEOUT, BUSY, DONE])
     assert result.acknowledged
     assert [d.seen for d in result.deliveries] == [Seen.TIMEOUT, Seen.ANSWERED, Seen.ANSWERED]
     assert [d.after for d in result.deliveries] == [None, "timeout", "status 409"]
@@ -129,20 +136,20 @@ def test_timeout_is_retried_with_backoff_and_the_retry_finds_the_work_running() 
 
 
 def test_retries_stop_when_the_policy_is_exhausted() -> None:
-    result, _, clock = _drive(_plan(Fault.EXHAUSTED), _job((0.1, 0.2)), [FAILED] * 3)
+    result, _, clock = _drive(_plan(Fault.EXHAUSTED), _job(2), [FAILED] * 3)
     assert result.exhausted and not result.acknowledged
     assert len(result.deliveries) == 3
     assert clock.sleeps == [0.1, 0.2]
 
 
 def test_max_retry_duration_cuts_retries_short() -> None:
-    result, _, _ = _drive(_plan(Fault.EXHAUSTED), _job((0.5,) * 5, 1.1), [FAILED] * 6)
+    result, _, _ = _drive(_plan(Fault.EXHAUSTED), _job(5, 1.1, min_backoff_s=0.5), [FAILED] * 6)
     assert result.exhausted
-    assert len(result.deliveries) == 3  # 3 answers of 0.05 s and 2 waits of 0.5 s: 1.15 s
+    assert len(result.deliveries) == 3  # 3 answers of 0.05 s, waits of 0.5 s and 1 s: 1.65 s
 
 
 def test_a_lost_acknowledgement_is_retried_although_the_handler_answered_200() -> None:
-    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job((0.1,)), [OK, DONE])
+    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job(1), [OK, DONE])
     assert result.acknowledged
     assert [(d.seen, d.status) for d in result.deliveries] == [
         (Seen.LOST_ACK, 200),
@@ -152,12 +159,12 @@ def test_a_lost_acknowledgement_is_retried_although_the_handler_answered_200() -
 
 
 def test_a_lost_acknowledgement_without_retries_leaves_the_run_unacknowledged() -> None:
-    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job(()), [OK])
+    result, _, _ = _drive(_plan(Fault.LOST_ACK), _job(0), [OK])
     assert result.exhausted and not result.acknowledged
 
 
 def test_a_burst_sends_concurrent_copies_of_the_first_attempt_only() -> None:
-    result, transport, _ = _drive(_plan(Fault.BURST, burst=4), _job((0.1,)), [BUSY, DONE])
+    result, transport, _ = _drive(_plan(Fault.BURST, burst=4), _job(1), [BUSY, DONE])
     assert transport.copies == [4, 1]
     assert [d.seen for d in result.deliveries].count(Seen.DUPLICATE) == 3
     assert result.acknowledged

@@ -6,9 +6,6 @@ import random
 from datetime import UTC, datetime
 
 from localrun.simulator import (
-    JOB_HEADER,
-    SCHEDULE_HEADER,
-    RetryPolicy,
     RunPlan,
     SimJob,
     build_request,
@@ -17,6 +14,7 @@ from localrun.simulator import (
     render_schedule_time,
 )
 from runledger.delivery import parse_schedule_time
+from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
@@ -68,7 +66,7 @@ def test_requests_carry_scheduler_and_target_headers_in_varying_case() -> None:
         schedule="30 2 * * *",
         time_zone="Europe/Berlin",
         attempt_deadline_s=2.5,
-        retry=RetryPolicy(()),
+        retry=RetryPolicy(),
         headers=(("X-Dedup-Project", "p1"), ("X-Dedup-Region", "r1")),
         body=b'{"report": "sales"}',
     )

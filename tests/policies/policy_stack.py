@@ -67,7 +67,9 @@ def _account(name: str, account_id: str) -> StackResource:
     )
 
 
-def _job(name: str, schedule: str, deadline: str, retry: dict[str, Any]) -> StackResource:
+def _job(
+    name: str, schedule: str, deadline: str, retry: dict[str, Any], headers: tuple[str, str]
+) -> StackResource:
     function_urn = urn("gcp:cloudfunctionsv2/function:Function", "demo-handler")
     invoker_urn = urn("gcp:serviceaccount/account:Account", "demo-invoker-sa")
     return resource(
@@ -85,8 +87,8 @@ def _job(name: str, schedule: str, deadline: str, retry: dict[str, Any]) -> Stac
                 "uri": RUN_URL,
                 "httpMethod": "POST",
                 "headers": {
-                    "X-Dedup-Project": PROJECT,
-                    "X-Dedup-Region": REGION,
+                    headers[0]: PROJECT,
+                    headers[1]: REGION,
                     "Content-Type": "application/json",
                 },
                 "oidcToken": {"serviceAccountEmail": INVOKER_SA, "audience": RUN_URL},
@@ -97,8 +99,15 @@ def _job(name: str, schedule: str, deadline: str, retry: dict[str, Any]) -> Stac
     )
 
 
-def compliant_stack() -> list[StackResource]:
-    """A stack every rule accepts: one function handler, two jobs, ledger, IAM."""
+def compliant_stack(
+    project_header: str = "X-Dedup-Project", region_header: str = "X-Dedup-Region"
+) -> list[StackResource]:
+    """A stack every rule accepts: one function handler, two jobs, ledger, IAM.
+
+    The header names are the stack's (`scheduler-dedup:projectHeader`/`regionHeader`):
+    the handler is told to read them and the jobs send them.
+    """
+    headers = (project_header, region_header)
     role_type = "gcp:projects/iAMCustomRole:IAMCustomRole"
     member_type = "gcp:projects/iAMMember:IAMMember"
     runtime_urn = urn("gcp:serviceaccount/account:Account", "demo-runtime-sa")
@@ -108,8 +117,8 @@ def compliant_stack() -> list[StackResource]:
         "DEDUP_DATABASE": "scheduler-ledger",
         "DEDUP_LEASE_SECONDS": "960",
         "DEDUP_RETENTION_SECONDS": "90420",
-        "DEDUP_PROJECT_HEADER": "X-Dedup-Project",
-        "DEDUP_REGION_HEADER": "X-Dedup-Region",
+        "DEDUP_PROJECT_HEADER": project_header,
+        "DEDUP_REGION_HEADER": region_header,
         "DEDUP_ALLOWED_PROJECTS": PROJECT,
         "DEDUP_ALLOWED_REGIONS": REGION,
         "DEDUP_ALLOWED_INVOKERS": INVOKER_SA,
@@ -230,12 +239,14 @@ def compliant_stack() -> list[StackResource]:
                 "maxBackoffDuration": "600s",
                 "maxDoublings": 2.0,
             },
+            headers,
         ),
         _job(
             "hourly-sync",
             "5 * * * *",
             "120s",
             {"retryCount": 5.0, "minBackoffDuration": "10s", "maxBackoffDuration": "300s"},
+            headers,
         ),
     ]
 

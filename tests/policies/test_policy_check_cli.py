@@ -69,21 +69,26 @@ def test_copied_template_with_a_public_invoker_fails(template: Path) -> None:
     assert "policy check FAILED: 1 mandatory" in result.stdout
 
 
-def test_copied_template_new_stack_and_policy_config(template: Path) -> None:
+def test_stack_with_its_own_header_names_passes(template: Path) -> None:
+    # The pack takes the header names from what the stack declares (the handler's
+    # DEDUP_PROJECT_HEADER, the jobs' headers), so this option needs no pack config.
     stack_file = template / "Pulumi.tenant.yaml"
     text = (template / "Pulumi.example.yaml").read_text()
-    stack_file.write_text(text + "  scheduler-dedup:projectHeader: X-Tenant\n")
-    failed = policy_check("--dir", str(template), "--stack", "tenant")
-    assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "[mandatory] scheduler-dedup-headers" in failed.stdout
-    assert "Add the header 'X-Dedup-Project'" in failed.stdout
+    stack_file.write_text(text + "  scheduler-dedup:projectHeader: X-Proj\n")
+    result = policy_check("--dir", str(template), "--stack", "tenant")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "policy check passed: 0 mandatory, 0 advisory" in result.stdout
 
+
+def test_pack_config_changes_a_setting_of_a_copied_template(template: Path) -> None:
     config = template / "policy-config.json"
-    config.write_text(json.dumps({"scheduler-dedup-headers": {"projectHeader": "X-Tenant"}}))
-    passed = policy_check(
-        "--dir", str(template), "--stack", "tenant", "--policy-pack-config", str(config)
+    config.write_text(json.dumps({"scheduler-attempt-deadline": {"maxSeconds": 60}}))
+    failed = policy_check(
+        "--dir", str(template), "--stack", "example", "--policy-pack-config", str(config)
     )
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "[mandatory] scheduler-attempt-deadline" in failed.stdout
+    assert "set it between 15s and 60s" in failed.stdout
 
 
 def test_advisory_only_exits_zero(template: Path) -> None:

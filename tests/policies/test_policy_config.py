@@ -60,10 +60,13 @@ def test_remediate_is_reported_as_mandatory(stack, check) -> None:
 
 
 def test_properties_override_defaults_and_keep_the_level(stack, check) -> None:
-    config = '{"scheduler-dedup-headers": {"projectHeader": "X-Tenant"}}'
+    config = '{"scheduler-attempt-deadline": {"maxSeconds": 600}}'
     diagnostics = check(stack, config)
-    assert levels(diagnostics) == {"scheduler-dedup-headers": MANDATORY}
-    assert all("'X-Tenant'" in d.message for d in diagnostics)
+    assert levels(diagnostics) == {"scheduler-attempt-deadline": MANDATORY}
+    # nightly-report waits 900 s per attempt; hourly-sync's 120 s is within the new bound.
+    assert [d.message.splitlines()[-1] for d in diagnostics] == [
+        "`attempt_deadline` is 900s; set it between 15s and 600s."
+    ]
 
 
 def test_level_and_properties_together(stack, check) -> None:
@@ -88,7 +91,7 @@ def test_allowed_roles_can_be_extended(stack, check) -> None:
     [
         ('{"scheduler-retry-limits": {"maxRetryCount": 9}}', "maxRetryCount: must be <= 5"),
         ('{"scheduler-attempt-deadline": {"maxSeconds": "long"}}', "expected number"),
-        ('{"scheduler-dedup-headers": {"regionHeader": ""}}', "at least 1 characters"),
+        ('{"scheduler-attempt-deadline": {"minSeconds": 5}}', "minSeconds: must be >= 15"),
         ('{"iam-project-grants-least-privilege": {"allowedRoles": [1]}}', "allowedRoles.0"),
         ('{"scheduler-oidc-token": "loud"}', "'loud' is not one of"),
         ('{"scheduler-oidc-token": 3}', "must be a string or an object"),

@@ -12,7 +12,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 from dedup_policies import handler_settings, pack_arguments, policies
-from dedup_policies.cron import unix_cron_problem
+from dedup_policies.facts import unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 
@@ -27,6 +27,31 @@ def test_importing_the_rules_never_constructs_the_pack() -> None:
         "def refuse(*a, **k):\n"
         "    raise SystemExit('PolicyPack constructed on import')\n"
         "pulumi_policy.PolicyPack = refuse\n"
+        "import pkgutil, importlib, dedup_policies\n"
+        "for m in pkgutil.iter_modules(dedup_policies.__path__):\n"
+        "    importlib.import_module('dedup_policies.' + m.name)\n"
+        "print(len(dedup_policies.policies()))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=DEFAULT_PACK_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == len(policies())
+
+
+def test_the_pack_needs_nothing_from_the_rest_of_the_repository() -> None:
+    # The pack is installed on its own (policies/requirements.txt): every module of it,
+    # its copy of the shared facts included, must import with the repository's other
+    # packages unavailable, although the dev venv has them installed.
+    script = (
+        "import sys\n"
+        "for name in ('runledger', 'dedup_schedule', 'localrun', 'offline', 'bench'):\n"
+        "    sys.modules[name] = None\n"
         "import pkgutil, importlib, dedup_policies\n"
         "for m in pkgutil.iter_modules(dedup_policies.__path__):\n"
         "    importlib.import_module('dedup_policies.' + m.name)\n"
@@ -84,7 +109,7 @@ def test_handler_defaults_match_the_handler() -> None:
     "schedule", ["*/5 * * * *", "30 2 * * *", "0 7 * * 1-5", "0 0 1 JAN,jul sun", "0-30/10 * * * 7"]
 )
 def test_unix_cron_accepted(schedule: str) -> None:
-    assert unix_cron_problem(schedule) is None
+    assert unix_cron_problem(schedule) == ""
 
 
 @pytest.mark.parametrize(
@@ -100,7 +125,7 @@ def test_unix_cron_accepted(schedule: str) -> None:
     ],
 )
 def test_non_unix_cron_rejected(schedule: str) -> None:
-    assert unix_cron_problem(schedule) is not None
+    assert unix_cron_problem(schedule) != ""
 
 
 @pytest.mark.parametrize(
@@ -165,6 +190,21 @@ def test_non_unix_cron_rejected(schedule: str) -> None:
 )
 def test_retry_window_upper_bound(props: dict, window: float) -> None:
     assert retry_window_seconds(props) == window
+
+
+def test_retry_window_of_out_of_range_counts_stays_within_the_platform_limits() -> None:
+    # scheduler-retry-limits reports these; the window must still be computed at once.
+    props = {
+        "attemptDeadline": "10s",
+        "retryConfig": {
+            "retryCount": 1e9,
+            "minBackoffDuration": "1s",
+            "maxBackoffDuration": "1000000s",
+            "maxDoublings": 1e9,
+        },
+    }
+    # At most 5 retries (the platform's limit), backoff 1, 2, 4, 8, 16.
+    assert retry_window_seconds(props) == 6 * 10 + 31
 
 
 def test_an_edited_copy_of_the_pack_loads_its_own_code(tmp_path: Path) -> None:

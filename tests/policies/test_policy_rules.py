@@ -15,10 +15,12 @@ from policy_stack import (
     REGION,
     RUN_SERVICE_URL,
     RUNTIME_SA,
+    compliant_stack,
     edit,
     find,
     project_grant,
     resource,
+    with_function_uri,
 )
 from pulumi_policy import EnforcementLevel
 
@@ -169,9 +171,23 @@ VARIANTS = [
     Variant(
         "region-header-missing",
         on("nightly-report", target(lambda t: t["headers"].pop("X-Dedup-Region"))),
-        {"scheduler-dedup-headers": MANDATORY, "scheduler-accepted-by-handler": MANDATORY},
+        {"scheduler-dedup-headers": MANDATORY},
         "nightly-report",
         "Add the header 'X-Dedup-Region'",
+    ),
+    Variant(
+        "project-header-empty",
+        on("nightly-report", target(lambda t: t["headers"].__setitem__("X-Dedup-Project", " "))),
+        {"scheduler-dedup-headers": MANDATORY},
+        "nightly-report",
+        "Add the header 'X-Dedup-Project'",
+    ),
+    Variant(
+        "handler-reads-a-header-the-jobs-do-not-send",
+        env("DEDUP_PROJECT_HEADER", "X-Proj"),
+        {"scheduler-dedup-headers": MANDATORY},
+        "hourly-sync",
+        "or set DEDUP_PROJECT_HEADER of gcp:cloudfunctionsv2/function:Function 'demo-handler'",
     ),
     Variant(
         "retry-count-too-high",
@@ -429,6 +445,12 @@ def test_variant_fires_expected_policies(
     ours = [d for d in diagnostics if d.policy == first]
     assert any(d.urn == find(stack, variant.resource).urn for d in ours), ours
     assert any(variant.says in d.message for d in ours), [d.message for d in ours]
+
+
+def test_stack_declared_header_names_pass(check) -> None:
+    # `scheduler-dedup:projectHeader: X-Proj`: the handler reads X-Proj, the jobs send it.
+    stack = with_function_uri(compliant_stack(project_header="X-Proj", region_header="X-Reg"))
+    assert check(stack) == []
 
 
 def test_every_policy_has_a_firing_variant(pack) -> None:
