@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dedup_schedule.config import ConfigError, ScheduleConfig, load_stack_config
+from dedup_schedule.config import ConfigError, ScheduleConfig
+from dedup_schedule.config_reader import parse_config
 from localrun.demo_plan import EVENTS_ENV, PLAN_ENV
 from localrun.simulator import RunPlan, SimJob
+from offline.stack_file import StackFileError, read_project_name, read_stack_values, stack_file
 from runledger.facts import RetryPolicy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,10 +40,6 @@ class StackError(Exception):
 
 
 def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
-    from dedup_schedule.config import ConfigError
-    from dedup_schedule.config_reader import parse_config
-    from offline.stack_file import StackFileError, read_project_name, read_stack_values, stack_file
-
     try:
         path = stack_file(project_dir, stack)
         if not path.is_file():
