@@ -65,15 +65,14 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
 
     latency = samples.data["latency"]
     first_rtt = rtt_variant(FIRST_STREAM, RTT_MS)
-    added = {}
     for side in ("handler", "baseline"):
         for name in (FIRST_STREAM, DUP_STREAM):
             assert latency[rtt_variant(name, RTT_MS)][side][0]["non_2xx"] == 0
-        added[side] = _p50(latency[first_rtt][side][0]) - _p50(latency[FIRST_STREAM][side][0])
-    # Loosely: 2 RPCs should add about 2 RTTs to the handler, 6 about 6 to the baseline.
-    assert added["handler"] >= 1.5 * RTT_MS / 1000
-    assert added["baseline"] >= 4 * RTT_MS / 1000
-    assert added["baseline"] > added["handler"]
+    # Every RPC through the delay link waits at least one RTT, so a first delivery takes at
+    # least its RPC count times the RTT. A lower bound that load can only push further up;
+    # a difference of two medians would not survive a busy machine.
+    assert _p50(latency[first_rtt]["handler"][0]) >= 2 * RTT_MS / 1000
+    assert _p50(latency[first_rtt]["baseline"][0]) >= 6 * RTT_MS / 1000
     assert samples.data["link"]["echo"]["p50"][0] >= RTT_MS / 1000
 
     table = Report(samples).markdown()
