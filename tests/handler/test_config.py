@@ -9,6 +9,7 @@ import pytest
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import ConfigError
 from runledger.jobs import Jobs, load_jobs
+from tests.handler import machinery_jobs
 
 
 def test_defaults_match_the_documented_contract():
@@ -57,7 +58,7 @@ def test_jobs_module_must_import_and_expose_jobs():
         load_jobs("no_such_jobs_module")
     with pytest.raises(ConfigError, match="has no JOBS dict"):
         load_jobs("json")
-    assert set(load_jobs("jobs")) == {"nightly-report", "hourly-sync", "invoice-export"}
+    assert set(load_jobs(machinery_jobs.MODULE)) == {"machinery-once", "machinery-logs"}
 
 
 def test_jobs_decorator_refuses_bad_and_duplicate_ids():
