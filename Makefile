@@ -13,7 +13,7 @@ POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test lint plan policy-check demo bench clean
+.PHONY: help venv test lint plan policy-check demo bench ops clean
 
 help:
 	@echo "make demo          run the example schedule locally (emulator + handler + Scheduler simulator)"
@@ -21,8 +21,10 @@ help:
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
+	@echo "creating $(VENV) and installing the pinned requirements ($(REQUIREMENTS)); the first time takes a minute or two"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
@@ -50,6 +52,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
+
+# google.api_core warns at import that it will drop Python 3.11 in 2027; that
+# says nothing about the command, so only that warning is silenced.
+ops: $(STAMP)
+	cd handler && ../$(PY) -W "ignore:You are using a Python version:FutureWarning" -m runledger.ops $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

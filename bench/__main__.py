@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     order = ", ".join("->".join(sides) for sides in samples.order)
     print(f"Side order per repetition: {order}")
-    print("Cells: median [min-max] over repetitions; ratios are per-repetition pairs.\n")
+    print(
+        "Cells: median [min-max] over repetitions; a ratio is that of the medians beside it,"
+        " its [min-max] over the per-repetition pairs.\n"
+    )
     print(tables)
     if args.json:
         payload = dataclasses.asdict(samples) | {"command": command, "elapsed_s": elapsed}

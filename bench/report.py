@@ -1,9 +1,11 @@
 """Turn raw samples into the published tables and the verdict on each target.
 
-Every ratio is handler / baseline, computed per repetition from the pair
-measured back to back and then summarised as median [min-max], so the ratio
-carries less of the machine's noise than either side's milliseconds do.
-Lower is better for RPCs, times and bytes; higher for throughput.
+Every ratio is handler / baseline of the two medians printed beside it, so a
+row reads consistently; the [min-max] after it ranges over the per-repetition
+ratios of the pairs measured back to back, which shows how much of it is the
+machine's noise. Lower is better for RPCs, times and bytes; higher for
+throughput. A timed target judged on fewer than MIN_SAMPLES repetitions says
+"too few samples" instead of met or missed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ Metric = Callable[[Any], float]
 # A ratio this close to 1 whose spread straddles 1 is a tie on this machine,
 # not a win or a loss: 2 shared cores do not resolve a 5 % difference.
 TIE_RATIO = 1.05
+# The fewest repetitions whose median can outvote one outlier.
+MIN_SAMPLES = 3
 
 
 @dataclass(frozen=True)
@@ -29,9 +33,13 @@ class Target:
     measured: str
     met: bool
     tie: bool = False
+    # Repetitions behind a timed target; None for exact counts (RPCs, executions).
+    samples: int | None = None
 
     @property
     def verdict(self) -> str:
+        if self.samples is not None and self.samples < MIN_SAMPLES:
+            return f"too few samples ({self.samples} of {MIN_SAMPLES} repetitions)"
         if self.met:
             return "met"
         return "tie (within noise)" if self.tie else "**MISSED**"
@@ -53,6 +61,14 @@ def _num(value: float) -> str:
 
 def _ratio(value: float) -> str:
     return f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
+
+
+def _vs(h: Spread, b: Spread, pairs: Spread) -> tuple[float, str]:
+    """handler/baseline of the medians shown beside it, and its cell with the per-pair range."""
+    value = ratio(h.median, b.median)
+    if pairs.low == pairs.high:
+        return value, _ratio(value)
+    return value, f"{_ratio(value)} [{_ratio(pairs.low)}-{_ratio(pairs.high)}]"
 
 
 def _executions(counts: list[int]) -> str:
@@ -146,6 +162,7 @@ class Report:
             h = self.side("contention", n, "handler", lambda v: v["wall_s"])
             b = self.side("contention", n, "baseline", lambda v: v["wall_s"])
             r = self.paired("contention", n, lambda v: v["wall_s"])
+            value, cell = _vs(h, b, r)
             runs = {side: [v["executions"] for v in data[n][side]] for side in data[n]}
             handler_once = all(count == 1 for count in runs["handler"])
             rows.append(
@@ -153,8 +170,8 @@ class Report:
                     n,
                     _fmt(h, _ms),
                     _fmt(b, _ms),
-                    _fmt(r, _ratio),
-                    f"{1 / r.median:.0f}x",
+                    cell,
+                    f"{1 / value:.0f}x",
                     _executions(runs["handler"]),
                     _executions(runs["baseline"]),
                     _statuses(data[n]["handler"]),
@@ -164,8 +181,9 @@ class Report:
             if n == "8":
                 self._target(
                     "contention N=8 >= 20x faster, one execution",
-                    f"{1 / r.median:.0f}x ({_ms(h.median)} vs {_ms(b.median)} ms)",
-                    1 / r.median >= 20 and handler_once,
+                    f"{1 / value:.0f}x ({_ms(h.median)} vs {_ms(b.median)} ms)",
+                    1 / value >= 20 and handler_once,
+                    samples=r.count,
                 )
             if not handler_once:
                 self._target(f"handler executes once at N={n}", str(runs["handler"]), False)
@@ -246,12 +264,14 @@ class Report:
                 h = self.side("latency", variant, "handler", pick)
                 b = self.side("latency", variant, "baseline", pick)
                 r = self.paired("latency", variant, pick)
-                rows.append([f"{variant}, {label}", _fmt(h, _ms), _fmt(b, _ms), _fmt(r, _ratio)])
+                value, cell = _vs(h, b, r)
+                rows.append([f"{variant}, {label}", _fmt(h, _ms), _fmt(b, _ms), cell])
                 if label == "p50" and variant in with_targets:
                     self._target(
                         f"p50 <= 1/2 baseline ({variant})",
-                        f"{_fmt(r, _ratio)} ({_ms(h.median)} vs {_ms(b.median)} ms)",
-                        r.median <= 0.5,
+                        f"{cell} ({_ms(h.median)} vs {_ms(b.median)} ms)",
+                        value <= 0.5,
+                        samples=r.count,
                     )
         bad = sum(v["non_2xx"] for by in data.values() for vs in by.values() for v in vs)
         note = f"\n\nNon-2xx answers in the streams: {bad}." if bad else ""
@@ -274,7 +294,7 @@ class Report:
             h = self.side("throughput", clients, "handler", float)
             b = self.side("throughput", clients, "baseline", float)
             r = self.paired("throughput", clients, float)
-            rows.append([clients, _fmt(h, _num), _fmt(b, _num), _fmt(r, _ratio)])
+            rows.append([clients, _fmt(h, _num), _fmt(b, _num), _vs(h, b, r)[1]])
         header = ["concurrent clients", "handler req/s", "baseline req/s", "handler/baseline"]
         return "**Throughput** of first deliveries (higher is better)\n\n" + self._table(
             header, rows
@@ -294,13 +314,15 @@ class Report:
             h = self.side("coldstart", "fresh process", "handler", lambda v, k=key: v[k])
             b = self.side("coldstart", "fresh process", "baseline", lambda v, k=key: v[k])
             r = self.paired("coldstart", "fresh process", lambda v, k=key: v[k])
-            rows.append([label, _fmt(h, _ms), _fmt(b, _ms), _fmt(r, _ratio)])
+            value, cell = _vs(h, b, r)
+            rows.append([label, _fmt(h, _ms), _fmt(b, _ms), cell])
             if key == "first_answer_s":
                 self._target(
                     "cold start no slower than baseline",
-                    f"{_fmt(r, _ratio)} ({_ms(h.median)} vs {_ms(b.median)} ms)",
-                    r.median <= 1.0,
-                    tie=r.low <= 1.0 <= r.high and r.median <= TIE_RATIO,
+                    f"{cell} ({_ms(h.median)} vs {_ms(b.median)} ms)",
+                    value <= 1.0,
+                    tie=r.low <= 1.0 <= r.high and value <= TIE_RATIO,
+                    samples=r.count,
                 )
         best = {
             side: min(v["first_answer_s"] for v in data["fresh process"][side])
@@ -346,8 +368,10 @@ class Report:
         title = "**Ledger size**: one document per run on both sides, bytes by Firestore's rules"
         return title + "\n\n" + self._table(header, rows)
 
-    def _target(self, name: str, measured: str, met: bool, tie: bool = False) -> None:
-        self.targets.append(Target(name, measured, met, tie))
+    def _target(
+        self, name: str, measured: str, met: bool, tie: bool = False, samples: int | None = None
+    ) -> None:
+        self.targets.append(Target(name, measured, met, tie, samples))
 
     def _targets(self) -> str:
         if not self.targets:

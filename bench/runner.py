@@ -205,6 +205,7 @@ def run_bench(
             link.stop()
         if owned:
             emulator.stop()
+            emulator.log_path.unlink(missing_ok=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -9,6 +9,11 @@ import functions_framework
 
 from runledger.app import MAX_BODY_BYTES, App
 from runledger.exceptions import ConfigError
+from runledger.joblog import install as install_job_logging
+
+# Job code's `logging` (INFO and up) goes to Cloud Logging as structured
+# entries tagged with the run; without this Python drops every INFO record.
+install_job_logging()
 
 # Settings and the jobs module are checked here, at start-up, so a bad
 # deployment fails to start, with one line naming the variable, instead of

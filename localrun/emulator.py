@@ -131,6 +131,7 @@ def start_emulator(
     if not _wait_ready(host, process, ready_timeout_s):
         emulator.stop()
         raise RuntimeError(
-            f"Firestore emulator did not become ready on {host}:\n{emulator.log()[-2000:]}"
+            f"Firestore emulator did not become ready on {host} (log kept: {log_path}):\n"
+            f"{emulator.log()[-2000:]}"
         )
     return emulator

@@ -2,6 +2,10 @@
 
 The emulator and the handler server are both started this way, so a stop or
 a simulated crash (SIGKILL) reaches every process they spawned.
+
+Logs go to $LOCALRUN_LOG_DIR when it is set, else to the system temp
+directory; whoever starts a service removes its log or says where it is (the
+test session keeps all of them in one directory, removed after a clean run).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+LOG_DIR_ENV = "LOCALRUN_LOG_DIR"
 
 
 @dataclass
@@ -53,7 +59,7 @@ def spawn(
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """Start `command` in a new session, stdout and stderr to a fresh log file."""
     log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - outlives this function
-        prefix=log_prefix, suffix=".log", delete=False
+        prefix=log_prefix, suffix=".log", dir=os.environ.get(LOG_DIR_ENV) or None, delete=False
     )
     with log_file:
         process = subprocess.Popen(

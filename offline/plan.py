@@ -15,6 +15,7 @@ with its own virtualenv runs in it (Pulumi.yaml runtime.options.virtualenv or
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -171,7 +172,13 @@ def render_plan(resources: Sequence[CapturedResource], stack_outputs: dict[str, 
         children.setdefault(resource.parent, []).append(resource)
     lines: list[str] = []
     custom = sum(1 for resource in resources if resource.custom)
-    lines.append(f"{custom} resources to create:")
+    components = sum(1 for r in resources if not r.custom and r.type != STACK_TYPE)
+    # `make policy-check` counts every resource the engine sees, the component
+    # and the stack included; say both numbers so the two commands agree.
+    lines.append(
+        f"{len(resources)} resources: {custom} Google Cloud resources to create, "
+        f"{components} component(s) and the stack:"
+    )
 
     def walk(parent: str | None, depth: int) -> None:
         for resource in children.get(parent, []):
@@ -212,8 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for note in resources.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
-    print(render_plan(resources, resources.stack_outputs))
+    try:
+        print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
+        print(render_plan(resources, resources.stack_outputs))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`make plan | head`): not an error. Point
+        # stdout at devnull so the interpreter's final flush stays quiet too
+        # (the recipe of the Python docs' "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

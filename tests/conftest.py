@@ -8,14 +8,23 @@ the exit status is non-zero: a missing emulator never looks like a clean pass.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
+from localrun.process import LOG_DIR_ENV
 
 MISSING_PREFIX = "FIRESTORE EMULATOR MISSING"
 _missing_tests: list[str] = []
+# Every emulator and handler log of the session goes here: removed after a
+# clean run, named in the summary otherwise.
+_SERVICE_LOGS = Path(tempfile.mkdtemp(prefix="dedup-test-logs-"))
+os.environ[LOG_DIR_ENV] = str(_SERVICE_LOGS)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +53,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if _SERVICE_LOGS.exists():
+        terminalreporter.write_line(f"emulator and handler logs kept in {_SERVICE_LOGS}")
     if _missing_tests:
         terminalreporter.write_sep("!", f"{MISSING_PREFIX}: {len(_missing_tests)} tests NOT RUN")
         for nodeid in _missing_tests:
@@ -53,3 +64,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _missing_tests and session.exitstatus == 0:
         session.exitstatus = 1
+    # The session's services are stopped by now; their logs only matter after a failure.
+    if session.exitstatus == 0 or not any(_SERVICE_LOGS.iterdir()):
+        shutil.rmtree(_SERVICE_LOGS, ignore_errors=True)

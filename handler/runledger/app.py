@@ -26,6 +26,7 @@ from runledger.exceptions import (
     TerminalJobError,
 )
 from runledger.invoker import check_invoker
+from runledger.joblog import run_fields
 from runledger.jobs import JobFn, load_jobs
 from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
@@ -221,7 +222,8 @@ class App:
         context = RunContext.for_attempt(run, keeper, body)
         keeper.start()
         try:
-            self.jobs[run.job](context)
+            with run_fields(context):
+                self.jobs[run.job](context)
         except LeaseLost as exc:
             keeper.stop()
             fields["error"] = str(exc)

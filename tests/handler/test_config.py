@@ -14,6 +14,7 @@ from runledger import facts
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import ConfigError
 from runledger.jobs import Jobs, load_jobs
+from tests.handler import machinery_jobs
 
 # The deployed function's source root: `main` and the default `jobs` are top-level there.
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "handler"
@@ -113,7 +114,7 @@ def test_jobs_module_must_import_and_expose_jobs(monkeypatch):
         load_jobs("no_such_jobs_module")
     with pytest.raises(ConfigError, match="has no JOBS dict"):
         load_jobs("json")
-    assert set(load_jobs("jobs")) == {"nightly-report", "hourly-sync", "invoice-export"}
+    assert set(load_jobs(machinery_jobs.MODULE)) == {"machinery-once", "machinery-logs"}
 
 
 def test_jobs_decorator_refuses_bad_and_duplicate_ids():

@@ -1,7 +1,12 @@
-"""The deployed entry point, served by functions-framework over real HTTP."""
+"""The deployed entry point, served by functions-framework over real HTTP.
+
+It serves the machinery tests' own jobs (tests.handler.machinery_jobs), not the
+example jobs a team replaces.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +15,7 @@ import pytest
 import requests
 
 from localrun.handler_server import HANDLER_DIR, start_handler
+from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers
 
 RECENT = "2026-10-16T12:00:00Z"
@@ -18,13 +24,16 @@ RECENT = "2026-10-16T12:00:00Z"
 @pytest.fixture
 def server(firestore_emulator):
     firestore_emulator.clear()
-    env = firestore_emulator.env() | {"DEDUP_RETENTION_SECONDS": str(3650 * 86400)}
+    env = firestore_emulator.env() | {
+        "DEDUP_RETENTION_SECONDS": str(3650 * 86400),
+        "DEDUP_JOBS_MODULE": machinery_jobs.MODULE,
+    }
     with start_handler(env) as running:
         yield running
 
 
 def test_served_handler_completes_once_then_answers_duplicates(server, firestore_db):
-    headers = dict(scheduler_headers(schedule_time=RECENT))
+    headers = dict(scheduler_headers(job="machinery-once", schedule_time=RECENT))
     first = requests.post(server.url, headers=headers, data=b"{}", timeout=30)
     assert first.status_code == 200
     assert first.json()["outcome"] == "completed"
@@ -33,6 +42,24 @@ def test_served_handler_completes_once_then_answers_duplicates(server, firestore
     assert (again.status_code, again.json()["outcome"]) == (200, "duplicate_completed")
     documents = [doc.to_dict() for doc in firestore_db.collection("scheduler_runs").stream()]
     assert [doc["status"] for doc in documents] == ["completed"]
+
+
+def test_job_logging_reaches_stdout_as_one_structured_entry_per_line_with_its_run(server):
+    headers = dict(scheduler_headers(job="machinery-logs", schedule_time=RECENT))
+    answer = requests.post(server.url, headers=headers, data=b"{}", timeout=30)
+    assert answer.status_code == 200
+    entries = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
+    handler_line = next(e for e in entries if e.get("outcome") == "completed")
+    job_lines = [e for e in entries if e.get("message", "").startswith("machinery job at")]
+    assert len(job_lines) == 1
+    job_line = job_lines[0]
+    assert job_line["severity"] == "INFO"
+    assert job_line["message"] == "machinery job at 2026-10-16T12:00:00+00:00"
+    # The same field names as the handler's own line: one filter finds the run's lines.
+    for field in ("run_key", "job", "schedule_time", "attempt_id"):
+        assert job_line[field] == handler_line[field]
+    assert job_line["job"] == "machinery-logs"
+    assert job_line["logging.googleapis.com/labels"]["python_logger"] == machinery_jobs.MODULE
 
 
 def test_served_handler_refuses_get_and_unknown_jobs(server):

@@ -159,8 +159,9 @@ def test_plan_of_the_example_stack() -> None:
     result = run_plan("--dir", str(REPO), "--stack", "example")
 
     assert result.returncode == 0, result.stderr
-    for job in ("nightly-report", "hourly-sync", "invoice-export"):
-        assert f"+ gcp:cloudscheduler/job:Job  dedup-job-{job}" in result.stdout
+    stack = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text(encoding="utf-8"))
+    for job in stack["config"]["scheduler-dedup:jobs"]:
+        assert f"+ gcp:cloudscheduler/job:Job  dedup-job-{job['id']}" in result.stdout
 
 
 @pytest.mark.parametrize(
