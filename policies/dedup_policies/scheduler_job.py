@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+from pulumi_policy.proxy import UnknownValueError
 
 from dedup_policies import facts
-from dedup_policies.props import as_number, get_path, parse_duration
+from dedup_policies.props import as_number, as_text, get_path, parse_duration
 
 
 def retry_policy(props: Mapping[str, Any]) -> facts.RetryPolicy:
@@ -49,3 +52,19 @@ def retry_window_seconds(props: Mapping[str, Any]) -> float:
     """Upper bound on the time from a run's first attempt to the end of its last retry."""
     deadline = attempt_deadline_seconds(props) or facts.DEFAULT_ATTEMPT_DEADLINE_S
     return retry_policy(props).retry_window_s(deadline)
+
+
+def calls_google_api(target: Any) -> bool:
+    """True when the job calls a Google API (*.googleapis.com), which takes OAuth tokens.
+
+    Cloud Scheduler OAuthToken: "This type of authorization should generally only be
+    used when calling Google APIs hosted on *.googleapis.com"; OidcToken is for Cloud
+    Run and endpoints that validate the token themselves. An unknown URI is another
+    resource's URL (a new service), never a Google API literal.
+    """
+    try:
+        uri = as_text(get_path(target, "uri"))
+    except UnknownValueError:
+        return False
+    host = (urlsplit(uri).hostname or "") if uri else ""
+    return host == "googleapis.com" or host.endswith(".googleapis.com")

@@ -10,7 +10,6 @@ handler that reads them, in `stack_rules`), authenticated
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -38,7 +37,7 @@ from dedup_policies.props import (
     parse_duration,
     url_is_under,
 )
-from dedup_policies.scheduler_job import attempt_deadline_seconds
+from dedup_policies.scheduler_job import attempt_deadline_seconds, calls_google_api
 
 
 def _is_job(args: ResourceValidationArgs) -> bool:
@@ -126,22 +125,6 @@ attempt_deadline = ResourceValidationPolicy(
 )
 
 
-def _calls_google_api(target: Any) -> bool:
-    """True when the job calls a Google API (*.googleapis.com), which takes OAuth tokens.
-
-    Cloud Scheduler OAuthToken: "This type of authorization should generally only be
-    used when calling Google APIs hosted on *.googleapis.com"; OidcToken is for Cloud
-    Run and endpoints that validate the token themselves. An unknown URI is another
-    resource's URL (a new service), never a Google API literal.
-    """
-    try:
-        uri = as_text(get_path(target, "uri"))
-    except UnknownValueError:
-        return False
-    host = (urlsplit(uri).hostname or "") if uri else ""
-    return host == "googleapis.com" or host.endswith(".googleapis.com")
-
-
 def _google_api_token(target: Any, report: ReportViolation) -> None:
     if get_path(target, "oauthToken") is not None:
         return
@@ -165,7 +148,7 @@ def _oidc_token(args: ResourceValidationArgs, report: ReportViolation) -> None:
     target = as_mapping(get_path(args.props, "httpTarget"))
     if target is None:
         return  # not an HTTP job; scheduler-target-in-stack reports that
-    if _calls_google_api(target):
+    if calls_google_api(target):
         _google_api_token(target, report)
         return
     if get_path(target, "oauthToken") is not None:
@@ -211,7 +194,7 @@ def _oidc_audience(args: ResourceValidationArgs, report: ReportViolation) -> Non
     target = as_mapping(get_path(args.props, "httpTarget"))
     if target is None or as_mapping(get_path(target, "oidcToken")) is None:
         return  # scheduler-oidc-token reports a missing token
-    if _calls_google_api(target):
+    if calls_google_api(target):
         return  # scheduler-oidc-token asks for an OAuth token instead
     uri = as_text(get_path(target, "uri"))
     audience = as_text(get_path(target, "oidcToken", "audience"))

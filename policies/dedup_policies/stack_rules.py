@@ -24,7 +24,11 @@ from pulumi_policy import (
 from dedup_policies import handler_resource, stack_view, types
 from dedup_policies.facts import DEFAULT_ATTEMPT_DEADLINE_S, DEFAULT_DATABASE, TTL_FIELD
 from dedup_policies.props import as_list, as_mapping, as_text, format_seconds, get_path
-from dedup_policies.scheduler_job import attempt_deadline_seconds, retry_window_seconds
+from dedup_policies.scheduler_job import (
+    attempt_deadline_seconds,
+    calls_google_api,
+    retry_window_seconds,
+)
 from dedup_policies.stack_view import Handler, Job
 from dedup_policies.unknowns import Deferred
 
@@ -41,10 +45,30 @@ def _each_dedup_handler(view: stack_view.StackView, check: Callable[[Handler], N
 
 
 def _check_calls_handler(job: Job, report: ReportViolation) -> None:
-    if as_mapping(get_path(job.resource.props, "httpTarget")) is None:
+    props = job.resource.props
+    if get_path(props, "pubsubTarget") is not None:
+        # Pub/Sub delivers at least once as well; the subscriber, not this stack, would
+        # have to deduplicate, so this job's runs bypass the ledger.
+        report(
+            f"{job.label} publishes to Pub/Sub, so no ledger of this stack deduplicates its "
+            "runs; give it an `http_target` on the dedup handler, or disable this policy if "
+            "the subscriber deduplicates by itself.",
+            job.resource.urn,
+        )
+    elif as_mapping(get_path(props, "httpTarget")) is None:
         report(
             f"{job.label} has no `http_target`; point it at the dedup handler deployed in "
-            "this stack (Pub/Sub and App Engine targets bypass the ledger).",
+            "this stack (App Engine targets bypass the ledger).",
+            job.resource.urn,
+        )
+    elif job.handler is None and calls_google_api(get_path(props, "httpTarget")):
+        # "Deduplicate job requests", Prevent duplicate requests to Google Cloud API
+        # targets: the API ignores the X-CloudScheduler headers and starts a new run on
+        # every retry; an idempotent proxy in front of it is the documented remedy.
+        report(
+            f"{job.label} calls the Google API {job.uri!r} directly, which starts a new run "
+            "on every retry; call the dedup handler instead and let it start the API's work "
+            "once per run (a `workflow` or `cloudRunJob` proxy target).",
             job.resource.urn,
         )
     elif job.handler is None:

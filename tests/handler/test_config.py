@@ -107,9 +107,7 @@ def test_deployed_entry_point_refuses_a_database_id_firestore_rejects():
     )
 
 
-def test_jobs_module_must_import_and_expose_jobs(monkeypatch):
-    # The default jobs module is top-level in the deployed function's source root.
-    monkeypatch.syspath_prepend(str(HANDLER_DIR))
+def test_jobs_module_must_import_and_expose_jobs():
     with pytest.raises(ConfigError, match="DEDUP_JOBS_MODULE: cannot import"):
         load_jobs("no_such_jobs_module")
     with pytest.raises(ConfigError, match="has no JOBS dict"):

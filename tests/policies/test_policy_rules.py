@@ -341,7 +341,36 @@ VARIANTS = [
         ),
         {"scheduler-target-in-stack": MANDATORY},
         "hourly-sync",
+        "publishes to Pub/Sub, so no ledger of this stack deduplicates its runs",
+    ),
+    Variant(
+        "app-engine-job",
+        on(
+            "hourly-sync",
+            lambda p: p.pop("httpTarget") and p.update(appEngineHttpTarget={"relativeUri": "/"}),
+        ),
+        {"scheduler-target-in-stack": MANDATORY},
+        "hourly-sync",
         "has no `http_target`",
+    ),
+    Variant(
+        "job-calls-a-google-api-directly",
+        on(
+            "hourly-sync",
+            target(
+                lambda t: (
+                    t.update(
+                        uri="https://workflowexecutions.googleapis.com/v1/projects/p/locations/"
+                        "us-central1/workflows/w/executions",
+                        oauthToken={"serviceAccountEmail": t["oidcToken"]["serviceAccountEmail"]},
+                    )
+                    or t.pop("oidcToken")
+                )
+            ),
+        ),
+        {"scheduler-target-in-stack": MANDATORY},
+        "hourly-sync",
+        "which starts a new run on every retry",
     ),
     Variant(
         "pubsub-job-with-attempt-deadline",
