@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
-from runledger.audit import Audit, AuditReport, AuditTooLarge, rfc3339
+from runledger.audit import Audit, AuditTooLarge
 from runledger.config import Settings
 from runledger.exceptions import ConfigError
+from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.firestore_store import FirestoreRunStore
-from runledger.ledgerops import LedgerOps, OpsError, ReleasePlan, RunRow
-from runledger.record import RunRecord, Status
+from runledger.ledgerops import LedgerOps, OpsError
+from runledger.ops_output import Printer, describe_release, one_line, print_audit
+from runledger.record import Status
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -44,8 +45,8 @@ EXIT_FINDINGS, EXIT_AUDIT_FAILED = 1, 2
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--project", help="Google Cloud project (default: from ADC or env)")
-    common.add_argument("--database", default="(default)", help="Firestore database id")
-    common.add_argument("--collection", default="scheduler_runs", help="run ledger collection")
+    common.add_argument("--database", default=DEFAULT_DATABASE, help="Firestore database id")
+    common.add_argument("--collection", default=DEFAULT_COLLECTION, help="run ledger collection")
     common.add_argument("--json", action="store_true", help="one JSON object per line")
 
     parser = argparse.ArgumentParser(
@@ -118,95 +119,6 @@ def firestore_client(args: argparse.Namespace, env: Mapping[str, str]) -> firest
     return firestore.Client(project=project, database=args.database)
 
 
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def _one_line(text: str | None, width: int = 80) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
-
-
-def _record_json(key: str, record: RunRecord) -> dict[str, Any]:
-    data = record.to_document()
-    for name, value in data.items():
-        if isinstance(value, datetime):
-            data[name] = _when(value)
-    return {"key": key, **data}
-
-
-class Printer:
-    def __init__(self, out: IO[str], as_json: bool, now: datetime) -> None:
-        self._out = out
-        self._json = as_json
-        self._now = now
-
-    def line(self, text: str = "") -> None:
-        print(text, file=self._out)
-
-    def rows(self, rows: list[RunRow], limit: int, empty: str) -> None:
-        shown = rows[: max(limit, 0)]
-        if self._json:
-            for row in shown:
-                self.line(json.dumps(_record_json(row.key, row.record)))
-            return
-        if not rows:
-            self.line(empty)
-            return
-        self.line(f"{'KEY':<16} {'JOB':<24} {'SCHEDULED':<25} {'STATUS':<11} TRIES  DETAIL")
-        for row in shown:
-            record = row.record
-            self.line(
-                f"{row.key[:16]:<16} {record.job[:24]:<24} {_when(record.schedule_time):<25} "
-                f"{record.status.value:<11} {record.attempts:>5}  {self._detail(record)}"
-            )
-        if len(rows) > len(shown):
-            self.line(f"... {len(rows) - len(shown)} more (raise --limit)")
-
-    def _detail(self, record: RunRecord) -> str:
-        if record.status is Status.IN_PROGRESS:
-            if record.lease_expires <= self._now:
-                return f"lease ran out {_when(record.lease_expires)}"
-            return f"lease until {_when(record.lease_expires)}"
-        return _one_line(record.error) or f"finished {_when(record.finished_at)}"
-
-    def run(self, row: RunRow, items: list[Any]) -> None:
-        if self._json:
-            data = _record_json(row.key, row.record)
-            data["work"] = [
-                {
-                    "kind": item.kind.value,
-                    "name": item.name,
-                    "attempt_id": item.attempt_id,
-                    "written_at": _when(item.written_at),
-                    "value": item.value,
-                }
-                for item in items
-            ]
-            self.line(json.dumps(data, default=str))
-            return
-        for name, value in _record_json(row.key, row.record).items():
-            self.line(f"{name:<14} {value}")
-        self.line(f"{'work':<14} {len(items)} item(s)")
-        for item in items:
-            value = _one_line(json.dumps(item.value, default=str), 60)
-            self.line(
-                f"  {item.kind.value:<10} {item.name:<24} {_when(item.written_at)} "
-                f"{item.attempt_id}  {value}"
-            )
-
-
-def _describe(plan: ReleasePlan) -> str:
-    record = plan.row.record
-    text = (
-        f"release run {plan.row.key} ({record.job} at {_when(record.schedule_time)}, "
-        f"failed: {_one_line(record.error, 60)}): status failed -> released"
-    )
-    if plan.checkpoints:
-        text += f", delete checkpoints {', '.join(plan.checkpoints)}"
-    return text
-
-
 def _confirmed(prompt: str, stdin: IO[str], stderr: IO[str]) -> bool:
     print(f"{prompt} [y/N] ", end="", file=stderr, flush=True)
     answer = stdin.readline()
@@ -235,7 +147,7 @@ def run_command(
         printer.run(row, ops.work_items(row.key))
     else:
         plan = ops.plan_release(args.key, now, args.clear_checkpoints)
-        description = _describe(plan)
+        description = describe_release(plan)
         if args.dry_run:
             print(f"dry run, nothing written: would {description}", file=stdout)
             return EXIT_OK
@@ -245,31 +157,6 @@ def run_command(
         ops.release(plan, now, f"runledger.ops by {_operator()}")
         print(f"released run {plan.row.key}: its next delivery will redo it", file=stdout)
     return EXIT_OK
-
-
-def _print_audit(report: AuditReport, as_json: bool, out: IO[str]) -> None:
-    if as_json:
-        print(json.dumps([item.to_json() for item in report.findings]), file=out)
-        return
-    if report.findings:
-        print(f"{'JOB':<24} {'SCHEDULED':<21} {'FINDING':<9} DETAIL", file=out)
-    for item in report.findings:
-        detail = "no run on record"
-        if item.record is not None:
-            detail = f"{item.record.attempts} attempt(s)"
-            if item.record.error:
-                detail += f": {_one_line(item.record.error, 60)}"
-        print(
-            f"{item.job[:24]:<24} {rfc3339(item.schedule_time):<21} "
-            f"{item.finding.value:<9} {detail}",
-            file=out,
-        )
-    print(
-        f"{len(report.findings)} finding(s) in {report.checked} settled scheduled run(s) of "
-        f"{report.jobs} job(s), {rfc3339(report.window_start)} to {rfc3339(report.window_end)}; "
-        f"{report.pending} still inside their retry window; {report.reads} document read(s)",
-        file=out,
-    )
 
 
 def run_audit(
@@ -297,7 +184,7 @@ def run_audit(
     store = FirestoreRunStore(client_factory(args, env), args.collection)
     audit = Audit(audit_config, lease=settings.lease, read=store.get_many, clock=lambda: now)
     report = audit.run(args.since, args.job)
-    _print_audit(report, args.json, stdout)
+    print_audit(report, args.json, stdout)
     return EXIT_FINDINGS if report.findings else EXIT_OK
 
 
@@ -320,16 +207,16 @@ def _error_line(exc: BaseException) -> str:
             "(or set FIRESTORE_EMULATOR_HOST for the emulator)"
         )
     if isinstance(exc, auth_exc.GoogleAuthError):
-        return f"authentication failed: {_one_line(str(exc), 200)}"
+        return f"authentication failed: {one_line(str(exc), 200)}"
     if isinstance(exc, gexc.PermissionDenied):
-        return f"permission denied: {_one_line(exc.message, 200)}"
+        return f"permission denied: {one_line(exc.message, 200)}"
     if isinstance(exc, gexc.NotFound):
-        return f"not found (wrong --project or --database?): {_one_line(exc.message, 200)}"
+        return f"not found (wrong --project or --database?): {one_line(exc.message, 200)}"
     if isinstance(exc, gexc.GoogleAPICallError):
-        return f"Firestore error {type(exc).__name__}: {_one_line(exc.message, 200)}"
+        return f"Firestore error {type(exc).__name__}: {one_line(exc.message, 200)}"
     if isinstance(exc, gexc.RetryError):
         return "Firestore did not answer in time (network, or wrong emulator host?)"
-    return f"{type(exc).__name__}: {_one_line(str(exc), 200)}"
+    return f"{type(exc).__name__}: {one_line(str(exc), 200)}"
 
 
 def main(
