@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt policies/requirements.txt
+REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
 
 DIR ?= .
 STACK ?= example

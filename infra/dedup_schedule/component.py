@@ -14,9 +14,10 @@ per concern, each taking its inputs explicitly:
 Security model, each grant on the narrowest resource that works:
 
 * runtime account: only document get/create/update, in the one ledger database;
-  plus, per job with a proxy `target`, the right to start that one target;
+  plus, per job with a proxy `target`, the right to run that one Cloud Run job or to
+  start workflows in the workflow's project (Workflows allows nothing narrower);
 * invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
-* Cloud Scheduler service agent: may mint OIDC tokens for the invoker account only;
+* Cloud Scheduler service agent: nothing (its own role mints the OIDC tokens);
 * build account: writes the image to this stack's own repository, reads the source,
   writes build logs.
 

@@ -98,6 +98,9 @@ class ScheduleConfig:
     manual_runs: str
     handler_dir: str
     handler_runtime: str
+    # Who may reach the function over the network: "internal-only", "internal-and-gclb"
+    # or "all" (`ingress` config key).
+    ingress: str
 
     @property
     def lease_seconds(self) -> int:

@@ -20,6 +20,7 @@ from dedup_schedule.config import (
     TargetConfig,
 )
 from dedup_schedule.config_values import ConfigValues
+from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS
 from runledger import facts
 
 PROJECT_NAME = "scheduler-dedup"
@@ -60,6 +61,7 @@ PROJECT_KEYS = frozenset(
         "manualRuns",
         "handlerDir",
         "handlerRuntime",
+        "ingress",
     }
 )
 _JOB_KEYS = frozenset(
@@ -216,10 +218,23 @@ def _parse_database(reader: ConfigValues, region: str) -> DatabaseConfig:
             f"a Firestore database id ({facts.DATABASE_ID_RULE})",
         ),
         create=db.boolean("create", True),
-        location=db.text("location", region, re.compile(r"[a-z0-9-]+"), "a Firestore location"),
+        location=_database_location(db, region),
         deletion_protection=db.boolean("deletionProtection", True),
         point_in_time_recovery=db.boolean("pointInTimeRecovery", False),
     )
+
+
+def _database_location(db: ConfigValues, region: str) -> str:
+    """`database.location`, default the region, checked against Firestore's locations."""
+    location = db.text("location", region, re.compile(r"[a-z0-9-]+"), "a Firestore location")
+    if location not in FIRESTORE_LOCATIONS:
+        given = "" if db.raw("location") is not None else f" (the default: gcp:region {region})"
+        raise ConfigError(
+            f"{db.key('location')}: {location!r}{given} is not a location Firestore offers; "
+            "set database.location to a multi-region (nam5, nam7, eur3) or a Firestore "
+            "region near gcp:region, e.g. us-central1 or europe-west1"
+        )
+    return location
 
 
 def _header(reader: ConfigValues, name: str, default: str) -> str:
@@ -326,5 +341,11 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         ),
         handler_runtime=reader.text(
             "handlerRuntime", "python312", _RUNTIME, "a Cloud Run functions Python runtime id"
+        ),
+        ingress=reader.text(
+            "ingress",
+            "internal-only",
+            re.compile("internal-only|internal-and-gclb|all"),
+            "one of internal-only, internal-and-gclb, all",
         ),
     )

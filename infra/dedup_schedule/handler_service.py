@@ -2,8 +2,11 @@
 
 * build account: writes the image to this stack's own repository, reads the source,
   writes build logs;
-* invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
-* Cloud Scheduler service agent: may mint OIDC tokens for the invoker account only.
+* invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else.
+
+Cloud Scheduler's service agent needs no grant here: it mints the jobs' OIDC tokens
+for the invoker account through its own `roles/cloudscheduler.serviceAgent`, which
+must simply not be revoked ("Use authentication with HTTP targets").
 """
 
 from __future__ import annotations
@@ -17,9 +20,20 @@ import pulumi_gcp as gcp
 from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import service_account
+from dedup_schedule.propagation import wait_for_grants
 from dedup_schedule.source import handler_files, source_digest
 
 ENTRY_POINT = "handle_scheduled_job"
+# The image repository's cleanup policy: the newest IMAGES_KEPT versions stay, older
+# ones are deleted once older than IMAGE_MAX_AGE.
+IMAGES_KEPT = 5
+IMAGE_MAX_AGE = f"{30 * 24 * 3600}s"
+# `ingress` stack config value -> Cloud Run functions ServiceConfig.ingressSettings.
+INGRESS_SETTINGS = {
+    "internal-only": "ALLOW_INTERNAL_ONLY",
+    "internal-and-gclb": "ALLOW_INTERNAL_AND_GCLB",
+    "all": "ALLOW_ALL",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class HandlerServiceArgs:
 
 
 class HandlerService(pulumi.ComponentResource):
-    """The deduplicating handler as a private Cloud Run function only Cloud Scheduler calls."""
+    """The deduplicating handler as a private Cloud Run function, invoked as the invoker account."""
 
     service_url: pulumi.Output[str]
     build_service_account: pulumi.Output[str]
@@ -71,18 +85,14 @@ class HandlerService(pulumi.ComponentResource):
         build_grants = _grant_build(
             self, args, build_account.member, bucket, repository, project_number
         )
-        function = _function(
-            self,
-            args,
-            build_account,
-            source_object,
-            repository,
-            # The build needs its grants in place; the first request needs the ledger's.
-            [*build_grants, args.ledger_access],
+        # The build needs its grants in effect, the first request the ledger's.
+        grants_applied = wait_for_grants(
+            self, place, "build-grants-wait", [*build_grants, args.ledger_access]
         )
+        function = _function(self, args, build_account, source_object, repository, [grants_applied])
         self.service_url = function.service_config.apply(lambda service: service.uri)
         self.build_service_account = build_account.email
-        self.invocation_grants = _grant_invocation(self, args, function, project_number)
+        self.invocation_grants = _grant_invocation(self, args, function)
         self.register_outputs(
             {"serviceUrl": self.service_url, "buildServiceAccount": self.build_service_account}
         )
@@ -133,6 +143,30 @@ def _image_repository(
             repository_id=place.name("handler"),
             format="DOCKER",
             description="Container images built from the handler source.",
+            # Every handler change builds a new image; without a policy the repository
+            # only grows. Keep the newest few (rollback targets, and the image the
+            # live revision runs, which is always among the newest) and delete the
+            # rest once they are a month old. KEEP wins over DELETE for a version both
+            # match (Artifact Registry "Cleanup policy overview").
+            cleanup_policies=[
+                gcp.artifactregistry.RepositoryCleanupPolicyArgs(
+                    id="keep-newest",
+                    action="KEEP",
+                    most_recent_versions=(
+                        gcp.artifactregistry.RepositoryCleanupPolicyMostRecentVersionsArgs(
+                            keep_count=IMAGES_KEPT
+                        )
+                    ),
+                ),
+                gcp.artifactregistry.RepositoryCleanupPolicyArgs(
+                    id="delete-old",
+                    action="DELETE",
+                    condition=gcp.artifactregistry.RepositoryCleanupPolicyConditionArgs(
+                        tag_state="ANY", older_than=IMAGE_MAX_AGE
+                    ),
+                ),
+            ],
+            cleanup_policy_dry_run=False,
         ),
         opts=place.opts(parent),
     )
@@ -251,9 +285,13 @@ def _function(
                 available_cpu=cfg.cpu,
                 available_memory=cfg.memory,
                 environment_variables=environment,
-                # Cloud Scheduler calls from outside any VPC, so ingress stays open;
-                # IAM (run.invoker for the invoker account only) is the gate.
-                ingress_settings="ALLOW_ALL",
+                # Internal-only by default: Cloud Scheduler in the same project still
+                # reaches the service at its run.app URL ("Restrict network ingress for
+                # Cloud Run": internal allows Cloud Scheduler, Cloud Tasks, Eventarc,
+                # Pub/Sub, Workflows and BigQuery of the same project or VPC Service
+                # Controls perimeter), while the internet cannot reach it at all. IAM
+                # (run.invoker) and the handler's invoker check still apply on top.
+                ingress_settings=INGRESS_SETTINGS[cfg.ingress],
                 all_traffic_on_latest_revision=True,
             ),
         ),
@@ -262,12 +300,15 @@ def _function(
 
 
 def _grant_invocation(
-    parent: HandlerService,
-    args: HandlerServiceArgs,
-    function: gcp.cloudfunctionsv2.Function,
-    project_number: pulumi.Output[str],
+    parent: HandlerService, args: HandlerServiceArgs, function: gcp.cloudfunctionsv2.Function
 ) -> list[pulumi.Resource]:
-    """Let Cloud Scheduler, and nobody else, call the service as the invoker account."""
+    """`roles/run.invoker` on the function's Cloud Run service for the invoker account only.
+
+    That is all an OIDC-authenticated Scheduler job needs: the job's account holds the
+    receiving service's invoker role, and the Scheduler service agent mints the token
+    with its own role ("Use authentication with HTTP targets"). No grant to the agent
+    is made: on a new project it may not exist yet when this runs.
+    """
     cfg, place = args.config, args.placement
     run_invoker = gcp.cloudrunv2.ServiceIamMember(
         place.name("invoker-run"),
@@ -281,19 +322,4 @@ def _grant_invocation(
         ),
         opts=place.opts(parent),
     )
-    # The Scheduler service agent mints the job's OIDC token as the invoker
-    # account; getOpenIdToken is all it needs, on that account only.
-    token_minter = gcp.serviceaccount.IAMMember(
-        place.name("scheduler-agent-oidc"),
-        gcp.serviceaccount.IAMMemberArgs(
-            service_account_id=args.invoker.name,
-            role="roles/iam.serviceAccountOpenIdTokenCreator",
-            member=project_number.apply(
-                lambda number: (
-                    f"serviceAccount:service-{number}@gcp-sa-cloudscheduler.iam.gserviceaccount.com"
-                )
-            ),
-        ),
-        opts=place.opts(parent),
-    )
-    return [run_invoker, token_minter]
+    return [run_invoker]

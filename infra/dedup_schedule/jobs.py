@@ -1,8 +1,9 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, and its proxy target's grant.
 
-Per job with a proxy `target`, the runtime account may start that one workflow
-(`roles/workflows.invoker`) or run that one Cloud Run job (`run.jobs.run` and
-`run.jobs.runWithOverrides`); jobs without one add nothing.
+Per job with a proxy `target`, the runtime account may run that one Cloud Run job
+(`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
+(`roles/workflows.invoker` on the workflow's project: every workflow there, the
+narrowest grant Workflows honours); jobs without one add nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pulumi_gcp as gcp
 
 from dedup_schedule.config import JobConfig, ScheduleConfig, TargetConfig
 from dedup_schedule.placement import Placement
+from dedup_schedule.propagation import wait_for_grants
 
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
@@ -26,6 +28,12 @@ from dedup_schedule.placement import Placement
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
+# The API `runledger.targets.workflow_target` calls: its client
+# (google.cloud.workflows.executions_v1.ExecutionsClient) talks to
+# workflowexecutions.googleapis.com, which the stack's project (where the runtime
+# account's calls are accounted) and the workflow's project must have enabled. Cloud
+# Run job targets call run.googleapis.com, which the stack enables anyway.
+WORKFLOW_EXECUTIONS_API = "workflowexecutions.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -57,9 +65,21 @@ class ScheduledJobs(pulumi.ComponentResource):
     ) -> None:
         super().__init__("scheduler-dedup:index:ScheduledJobs", name, None, opts)
         target_grants = _grant_target_access(self, args)
+        target_apis = _enable_target_apis(self, args)
+        # A job's first delivery needs the invoker's run.invoker and its target's grant
+        # in effect, not merely written (dedup_schedule.propagation).
+        grants_applied = wait_for_grants(
+            self,
+            args.placement,
+            "invocation-grants-wait",
+            [*args.invocation_grants, *(g for grants in target_grants.values() for g in grants)],
+        )
         jobs = [
             _scheduler_job(
-                self, args, job, [*args.invocation_grants, *target_grants.get(job.id, [])]
+                self,
+                args,
+                job,
+                [grants_applied, *target_grants.get(job.id, []), *target_apis],
             )
             for job in args.config.jobs
         ]
@@ -72,18 +92,25 @@ def _grant_target_access(
 ) -> dict[str, list[pulumi.Resource]]:
     """Let the runtime account start each job's proxy target, and only that target.
 
-    Returns the grants per job id (jobs without a `target` get none), so each
-    Scheduler job waits for its own grant: a first run without it would end in
-    PermissionDenied, which the handler treats as a permanent failure.
+    Returns the grants per job id (jobs without a `target` get none). The jobs
+    wait for them: a run that meets PermissionDenied is released and only a
+    Scheduler retry would run it again.
     """
     run_job_roles: dict[str, gcp.projects.IAMCustomRole] = {}
+    # One grant per workflow project: two resources managing the same binding member
+    # would remove it for both when either is deleted.
+    workflow_grants: dict[str, pulumi.Resource] = {}
     grants: dict[str, list[pulumi.Resource]] = {}
     for job in args.config.jobs:
         target = job.target
         if target is None:
             continue
         if target.kind == "workflow":
-            grant = _grant_workflow_invoker(parent, args, job, target)
+            if target.project not in workflow_grants:
+                workflow_grants[target.project] = _grant_workflow_invoker(
+                    parent, args, target.project
+                )
+            grant = workflow_grants[target.project]
         else:
             if target.project not in run_job_roles:
                 run_job_roles[target.project] = _run_job_role(parent, args, target.project)
@@ -93,41 +120,56 @@ def _grant_target_access(
 
 
 def _grant_workflow_invoker(
-    parent: ScheduledJobs, args: ScheduledJobsArgs, job: JobConfig, target: TargetConfig
+    parent: ScheduledJobs, args: ScheduledJobsArgs, project: str
 ) -> pulumi.Resource:
-    """`roles/workflows.invoker` for one workflow.
+    """`roles/workflows.invoker` on the workflow's project, without a condition.
 
-    Workflows has no IAM policy on a workflow (its roles are granted on the
-    project at the lowest, and pulumi-gcp has no `workflows` IAM resource), so
-    this is a project-level grant in the workflow's project with an IAM condition
-    on the workflow's resource name. The condition also matches names under the
-    workflow (its executions), in case the execution permissions are checked
-    there, but never another workflow (`…/workflows/etl` does not match
-    `…/workflows/etl-2`).
-
-    Google's list of services that evaluate resource attributes in conditions
-    does not name Workflows. Should Workflows not evaluate `resource.name`, the
-    condition is false and the grant fails closed (the run fails with
-    PermissionDenied); it never widens to every workflow in the project.
+    Workflows roles can be granted no lower than the project ("Workflows roles and
+    permissions": lowest-level resource, Project), and Workflows is not among the
+    services that recognise resource attributes in IAM Conditions ("Resource
+    attributes for IAM Conditions": "Other services and resource types do not
+    recognize resource attributes"), so a `resource.name` condition would never
+    match and every run would meet PermissionDenied. The grant therefore lets the
+    runtime account start any workflow in that project; that scope is stated in the
+    docs and in the policy pack's allowed roles.
     """
     place = args.placement
     return gcp.projects.IAMMember(
-        place.name(f"target-{job.id}"),
+        place.name(f"workflow-invoker-{project}"),
         gcp.projects.IAMMemberArgs(
-            project=target.project,
-            role=WORKFLOW_INVOKER_ROLE,
-            member=args.runtime_member,
-            condition=gcp.projects.IAMMemberConditionArgs(
-                title=f"{place.prefix} invoke {target.resource_id}",
-                description=f"Scheduler job {job.id} starts this workflow only.",
-                expression=(
-                    f'resource.name == "{target.name}" || '
-                    f'resource.name.startsWith("{target.name}/")'
-                ),
-            ),
+            project=project, role=WORKFLOW_INVOKER_ROLE, member=args.runtime_member
         ),
         opts=place.opts(parent),
     )
+
+
+def _enable_target_apis(parent: ScheduledJobs, args: ScheduledJobsArgs) -> list[pulumi.Resource]:
+    """`WORKFLOW_EXECUTIONS_API` in the stack's project and each workflow's, if any job needs it.
+
+    Left enabled on destroy, like the stack's other APIs.
+    """
+    cfg, place = args.config, args.placement
+    workflow_projects = sorted(
+        {job.target.project for job in cfg.jobs if job.target and job.target.kind == "workflow"}
+    )
+    if not workflow_projects:
+        return []
+    projects = [cfg.project, *(p for p in workflow_projects if p != cfg.project)]
+    return [
+        gcp.projects.Service(
+            place.name("api-workflowexecutions")
+            if project == cfg.project
+            else place.name(f"api-workflowexecutions-{project}"),
+            gcp.projects.ServiceArgs(
+                project=project,
+                service=WORKFLOW_EXECUTIONS_API,
+                disable_on_destroy=False,
+                disable_dependent_services=False,
+            ),
+            opts=place.opts(parent),
+        )
+        for project in projects
+    ]
 
 
 def _run_job_role(

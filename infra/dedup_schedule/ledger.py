@@ -120,6 +120,13 @@ def _ttl_policy(
             # nothing queries it and indexing a monotonically increasing timestamp
             # creates write hotspots.
             index_config=gcp.firestore.FieldIndexConfigArgs(indexes=[]),
+            # `pulumi destroy` keeps the database (see `_database`), so it keeps the TTL
+            # policies too: deleting them would switch expiry off on the kept documents.
+            # ABANDON forgets the field instead of deleting it (pulumi-gcp FieldArgs
+            # `deletion_policy`). The Firestore Admin API has no create for fields, only
+            # `patch` (REST reference, projects.databases.collectionGroups.fields), so a
+            # later `pulumi up` sets the same policy again over the kept one.
+            deletion_policy="ABANDON",
         ),
         opts=args.placement.opts(parent, dependencies),
     )
@@ -144,7 +151,7 @@ def _grant_access(
             project=project,
             role_id=place.prefix.replace("-", "_") + "_ledger_rw",
             title=f"{place.prefix} run ledger read/write",
-            description="Get, create, update and delete documents; nothing else.",
+            description="Get, create and update documents; nothing else.",
             permissions=list(facts.LEDGER_PERMISSIONS),
             stage="GA",
         ),

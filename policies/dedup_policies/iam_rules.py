@@ -42,10 +42,17 @@ OBSERVABILITY_ROLES = (
     "roles/cloudtrace.agent",
 )
 
+# Project-wide roles a proxy target needs as they are: roles/workflows.invoker lets
+# the runtime account start EVERY workflow in the project it is granted on. Workflows
+# roles go no lower than the project ("Workflows roles and permissions") and Workflows
+# does not evaluate resource-name conditions ("Resource attributes for IAM
+# Conditions" does not list it), so no narrower grant works. Remove it from
+# `allowedRoles` to refuse workflow targets.
+PROXY_TARGET_ROLES = ("roles/workflows.invoker",)
+
 # Project-wide roles allowed only with an IAM condition narrowing them: reading the
-# staging bucket Cloud Run functions copies sources into, and starting one workflow
-# (Workflows roles can only be granted on the project).
-CONDITIONAL_ROLES = ("roles/storage.objectViewer", "roles/workflows.invoker")
+# staging bucket Cloud Run functions copies sources into.
+CONDITIONAL_ROLES = ("roles/storage.objectViewer",)
 
 
 def _no_primitive_roles(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -240,7 +247,7 @@ def _advice(grant: _Grant) -> str:
 
 
 def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
-    allowed_roles = set(setting(args, "allowedRoles", list(OBSERVABILITY_ROLES)))
+    allowed_roles = set(setting(args, "allowedRoles", [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES]))
     conditional_roles = set(setting(args, "allowedConditionalRoles", list(CONDITIONAL_ROLES)))
     allowed_perms = set(setting(args, "allowedPermissions", list(LEDGER_PERMISSIONS)))
     accounts = _StackAccounts(args.resources)
@@ -272,7 +279,7 @@ project_grants_least_privilege = StackValidationPolicy(
         allowedRoles={
             "type": "array",
             "items": {"type": "string"},
-            "default": list(OBSERVABILITY_ROLES),
+            "default": [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES],
         },
         allowedConditionalRoles={
             "type": "array",

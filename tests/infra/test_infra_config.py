@@ -235,6 +235,11 @@ def test_unix_cron_forms_are_accepted(schedule: str) -> None:
         (minimal(namePrefix="a-very-long-prefix-xyz1"), "namePrefix: 'a-very-long-prefix-xyz1'"),
         (minimal(**{"gcp:project": None}), "gcp:project: required"),
         (minimal(**{"gcp:region": "Europe West"}), "gcp:region: 'Europe West' is not"),
+        (minimal(ingress="public"), "scheduler-dedup:ingress: 'public' is not one of"),
+        (
+            minimal(database={"location": "us-central"}),
+            "scheduler-dedup:database.location: 'us-central' is not a location Firestore offers",
+        ),
     ],
 )
 def test_bad_config_fails_with_a_message_naming_the_key(
@@ -261,3 +266,30 @@ def test_own_keys_follow_the_project_name() -> None:
     assert parse_config(values, project_name="renamed").jobs[0].id == "j"
     with pytest.raises(ConfigError, match="scheduler-dedup:jobs: required"):
         parse_config(values)
+
+
+@pytest.mark.parametrize("location", ["nam5", "nam7", "eur3", "europe-west3", "me-central2"])
+def test_firestore_locations_are_accepted(location: str) -> None:
+    config = parse_config(minimal(database={"location": location}))
+    assert config.database.location == location
+
+
+def test_a_region_without_firestore_needs_an_explicit_database_location() -> None:
+    # The database location defaults to the region, but not every Cloud Run functions
+    # region offers Firestore ("Locations", Firestore docs); say so before deploying.
+    values = minimal(**{"gcp:region": "europe-west5"})
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+
+    message = str(caught.value)
+    assert message.startswith("scheduler-dedup:database.location: 'europe-west5'")
+    assert "(the default: gcp:region europe-west5)" in message
+    assert "nam5" in message
+    values[f"{NS}database"] = {"location": "eur3"}
+    assert parse_config(values).database.location == "eur3"
+
+
+def test_ingress_defaults_to_internal_only() -> None:
+    assert parse_config(minimal()).ingress == "internal-only"
+    assert parse_config(minimal(ingress="all")).ingress == "all"

@@ -109,7 +109,7 @@ def test_resources_moved_into_child_components_keep_their_previous_urns(
         "dedup-source-archive",
         "dedup-handler",
         "dedup-invoker-run",
-        "dedup-target-nightly-report",
+        f"dedup-workflow-invoker-{PROJECT}",
         "dedup-run-job-role-batch-jobs-prod",
         "dedup-job-hourly-sync",
     } <= moved
@@ -163,6 +163,18 @@ def test_firestore_database_and_ttl_policy(resources) -> None:
     assert database.urn in ttl.dependencies
 
 
+def test_destroy_keeps_the_ttl_policies_with_the_database(resources) -> None:
+    # The database is abandoned on destroy; deleting its TTL policies would silently stop
+    # expiry on the kept documents, so they are abandoned with it.
+    assert only(resources, "gcp:firestore/database:Database").inputs["deletionPolicy"] == (
+        "ABANDON"
+    )
+    fields = resources.of_type("gcp:firestore/field:Field")
+    assert sorted(field.name for field in fields) == ["dedup-ledger-ttl", "dedup-work-ttl"]
+    for field in fields:
+        assert field.inputs["deletionPolicy"] == "ABANDON"
+
+
 def test_reusing_the_default_database_creates_none(
     make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
 ) -> None:
@@ -170,8 +182,11 @@ def test_reusing_the_default_database_creates_none(
     resources = run_program(make_stack(multi_job_config), "test")
 
     assert resources.of_type("gcp:firestore/database:Database") == []
+    # Also the path back after a `pulumi destroy` (which keeps the database): the TTL
+    # policies are set again on the kept database, and kept again by the next destroy.
     for ttl in resources.of_type("gcp:firestore/field:Field"):
         assert ttl.inputs["database"] == "(default)"
+        assert ttl.inputs["deletionPolicy"] == "ABANDON"
     grant = next(r for r in resources if r.name == "dedup-runtime-ledger-access")
     assert grant.inputs["condition"]["expression"] == (
         f'resource.name == "projects/{PROJECT}/databases/(default)"'
@@ -324,7 +339,6 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
     function = only(resources, FUNCTION)
     number = mock_project_number(PROJECT)
     service_name = function.outputs["serviceConfig"]["service"]
-    invoker_name = f"projects/{PROJECT}/serviceAccounts/{email('invoker')}"
 
     assert grants_by_member(resources) == {
         f"serviceAccount:{email('runtime')}": {
@@ -337,14 +351,6 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
         },
         f"serviceAccount:{email('invoker')}": {
             ("cloudrunv2/serviceIamMember", "roles/run.invoker", service_name, "")
-        },
-        f"serviceAccount:service-{number}@gcp-sa-cloudscheduler.iam.gserviceaccount.com": {
-            (
-                "serviceaccount/iAMMember",
-                "roles/iam.serviceAccountOpenIdTokenCreator",
-                invoker_name,
-                "",
-            )
         },
         f"serviceAccount:{email('build')}": {
             ("projects/iAMMember", "roles/logging.logWriter", f"projects/{PROJECT}", ""),
@@ -381,14 +387,99 @@ def test_runtime_role_allows_only_document_reads_and_writes(resources) -> None:
 
 
 def test_jobs_wait_for_the_grants_they_rely_on(resources) -> None:
-    invoker = next(r for r in resources if r.name == "dedup-invoker-run")
-    token = next(r for r in resources if r.name == "dedup-scheduler-agent-oidc")
+    invoker = named(resources, "dedup-invoker-run")
     function = only(resources, FUNCTION)
+    wait = named(resources, "dedup-invocation-grants-wait")
+    assert invoker.urn in wait.dependencies
     for job in resources.of_type(JOB):
-        assert {invoker.urn, token.urn, function.urn} <= set(job.dependencies)
-    ledger = next(r for r in resources if r.name == "dedup-runtime-ledger-access")
-    build_log = next(r for r in resources if r.name == "dedup-build-log-writer")
-    assert {ledger.urn, build_log.urn} <= set(function.dependencies)
+        assert {wait.urn, function.urn} <= set(job.dependencies)
+    ledger = named(resources, "dedup-runtime-ledger-access")
+    build_log = named(resources, "dedup-build-log-writer")
+    build_wait = named(resources, "dedup-build-grants-wait")
+    assert {ledger.urn, build_log.urn} <= set(build_wait.dependencies)
+    assert build_wait.urn in function.dependencies
+
+
+def test_no_grant_to_the_scheduler_service_agent(resources) -> None:
+    # "Use authentication with HTTP targets": the job's account needs run.invoker on the
+    # service; the Scheduler service agent mints its tokens with its own
+    # roles/cloudscheduler.serviceAgent. A grant to the agent is not needed, and on a new
+    # project it fails the first `up` while the agent does not exist yet.
+    everything = [s for resource in resources for s in strings(resource.inputs)]
+
+    assert not any("gcp-sa-cloudscheduler" in s for s in everything)
+    assert not any(s == "roles/iam.serviceAccountOpenIdTokenCreator" for s in everything)
+    assert not resources.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+
+
+def test_the_build_waits_for_iam_propagation_after_its_grants(resources) -> None:
+    # IAM grants take effect "typically" within 2 minutes ("Access change propagation");
+    # a build started before its grants apply fails the first `up`.
+    wait = named(resources, "dedup-build-grants-wait")
+    build_grants = [
+        named(resources, name)
+        for name in (
+            "dedup-build-log-writer",
+            "dedup-build-image-writer",
+            "dedup-build-source-reader",
+            "dedup-build-staged-source-reader",
+            "dedup-runtime-ledger-access",
+        )
+    ]
+
+    assert wait.type == "time:index/sleep:Sleep"
+    assert wait.inputs["createDuration"] == "120s"
+    assert {grant.urn for grant in build_grants} <= set(wait.dependencies)
+    # The grants' ids are the triggers: a later `up` that changes a grant waits again.
+    assert len(wait.inputs["triggers"]) == len(build_grants)
+    assert wait.urn in only(resources, FUNCTION).dependencies
+    assert wait.parent == only(resources, "scheduler-dedup:index:HandlerService").urn
+
+
+def test_ingress_is_internal_only_by_default(resources) -> None:
+    # Cloud Scheduler in the same project reaches an internal-only service at its
+    # run.app URL ("Restrict network ingress for Cloud Run"); the internet does not.
+    service = only(resources, FUNCTION).inputs["serviceConfig"]
+    assert service["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
+
+
+@pytest.mark.parametrize(
+    ("value", "setting"),
+    [("internal-and-gclb", "ALLOW_INTERNAL_AND_GCLB"), ("all", "ALLOW_ALL")],
+)
+def test_ingress_is_configurable_per_stack(
+    make_stack: Callable[[dict[str, Any]], Path],
+    multi_job_config: dict[str, Any],
+    value: str,
+    setting: str,
+) -> None:
+    multi_job_config["scheduler-dedup:ingress"] = value
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    assert only(resources, FUNCTION).inputs["serviceConfig"]["ingressSettings"] == setting
+
+
+def test_image_repository_cleans_up_old_images(resources) -> None:
+    repository = only(resources, "gcp:artifactregistry/repository:Repository")
+
+    assert repository.inputs["cleanupPolicyDryRun"] is False
+    policies = {policy["id"]: policy for policy in repository.inputs["cleanupPolicies"]}
+    assert policies["keep-newest"] == {
+        "id": "keep-newest",
+        "action": "KEEP",
+        "mostRecentVersions": {"keepCount": 5},
+    }
+    assert policies["delete-old"] == {
+        "id": "delete-old",
+        "action": "DELETE",
+        "condition": {"tagState": "ANY", "olderThan": "2592000s"},
+    }
+
+
+def test_runtime_role_description_says_what_it_allows(resources) -> None:
+    role = named(resources, "dedup-ledger-role")
+    assert role.inputs["description"] == "Get, create and update documents; nothing else."
+    assert "delete" not in role.inputs["description"].lower()
 
 
 def test_stack_outputs_tell_the_user_what_was_built(resources) -> None:

@@ -116,6 +116,7 @@ def test_work_items_get_the_same_ttl_policy_as_the_ledger(plain) -> None:
         "field": "expire_at",
         "ttlConfig": {},
         "indexConfig": {"indexes": []},
+        "deletionPolicy": "ABANDON",
     }
     assert {key: value for key, value in ledger.inputs.items() if key != "collection"} == {
         key: value for key, value in work.inputs.items() if key != "collection"
@@ -156,15 +157,9 @@ def test_without_targets_the_runtime_account_only_reaches_the_ledger(plain) -> N
 def test_each_target_gets_exactly_its_grant(targeted) -> None:
     assert runtime_grants(targeted) == {
         LEDGER_GRANT,
-        # Workflows has no per-workflow IAM: project grant, conditioned on the workflow.
-        (
-            PROJECT_MEMBER,
-            PROJECT,
-            "",
-            "",
-            "roles/workflows.invoker",
-            f'resource.name == "{WORKFLOW}" || resource.name.startsWith("{WORKFLOW}/")',
-        ),
+        # Workflows roles go no lower than the project and Workflows ignores
+        # resource-name conditions: an unconditioned grant on the workflow's project.
+        (PROJECT_MEMBER, PROJECT, "", "", "roles/workflows.invoker", ""),
         # Cloud Run jobs have their own IAM policy: the run-job role on that job only.
         (
             JOB_MEMBER,
@@ -186,11 +181,12 @@ def test_each_target_gets_exactly_its_grant(targeted) -> None:
     }
 
 
-def test_grant_names_and_condition_metadata(targeted) -> None:
-    workflow = named(targeted, "dedup-target-nightly-report")
+def test_grant_names(targeted) -> None:
+    workflow = named(targeted, f"dedup-workflow-invoker-{PROJECT}")
     assert workflow.type == PROJECT_MEMBER
-    assert workflow.inputs["condition"]["title"] == "dedup invoke nightly-etl"
-    assert "nightly-report" in workflow.inputs["condition"]["description"]
+    # A condition on resource.name would never match: Workflows is not among the
+    # services that recognise resource attributes, so the grant would never apply.
+    assert "condition" not in workflow.inputs
     assert named(targeted, "dedup-target-hourly-sync").type == JOB_MEMBER
     assert named(targeted, "dedup-target-reindex").type == JOB_MEMBER
     assert not any(r.name == "dedup-target-invoice-export" for r in targeted)
@@ -238,14 +234,86 @@ def test_scheduler_jobs_wait_for_their_own_target_grant(targeted) -> None:
     scheduler = {job.inputs["name"]: job for job in targeted.of_type(JOB)}
     grants = {
         job_id: named(targeted, f"dedup-target-{job_id}").urn
-        for job_id in ("nightly-report", "hourly-sync", "reindex")
+        for job_id in ("hourly-sync", "reindex")
     }
+    grants["nightly-report"] = named(targeted, f"dedup-workflow-invoker-{PROJECT}").urn
 
     for job_id, grant in grants.items():
         assert grant in scheduler[job_id].dependencies
         others = set(grants.values()) - {grant}
         assert not others & set(scheduler[job_id].dependencies)
     assert not set(grants.values()) & set(scheduler["invoice-export"].dependencies)
+
+
+def test_scheduler_jobs_start_after_every_grant_has_had_time_to_apply(targeted) -> None:
+    # IAM grants take effect after a delay ("Access change propagation"); a job's first
+    # delivery must not race its target grant or the invoker's run.invoker.
+    wait = named(targeted, "dedup-invocation-grants-wait")
+    invoker = named(targeted, "dedup-invoker-run")
+    target_grants = [
+        named(targeted, name).urn
+        for name in (f"dedup-workflow-invoker-{PROJECT}", "dedup-target-hourly-sync")
+    ]
+
+    assert wait.type == "time:index/sleep:Sleep"
+    assert wait.inputs["createDuration"] == "120s"
+    assert {invoker.urn, *target_grants} <= set(wait.dependencies)
+    assert len(wait.inputs["triggers"]) == 4  # run.invoker and the three target grants
+    for job in targeted.of_type(JOB):
+        assert wait.urn in job.dependencies
+
+
+def test_two_workflow_jobs_in_one_project_share_one_grant(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # Two resources managing the same binding member: deleting either would remove the
+    # grant the other still needs.
+    jobs = multi_job_config["scheduler-dedup:jobs"]
+    jobs[0]["target"] = {"workflow": WORKFLOW}
+    jobs[1]["target"] = {"workflow": WORKFLOW.replace("nightly-etl", "hourly-etl")}
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    workflow_grants = [
+        r
+        for r in resources.of_type(PROJECT_MEMBER)
+        if r.inputs["role"] == "roles/workflows.invoker"
+    ]
+    assert [g.name for g in workflow_grants] == [f"dedup-workflow-invoker-{PROJECT}"]
+    scheduler = {job.inputs["name"]: job for job in resources.of_type(JOB)}
+    for job_id in ("nightly-report", "hourly-sync"):
+        assert workflow_grants[0].urn in scheduler[job_id].dependencies
+
+
+def test_workflow_targets_enable_the_workflow_executions_api(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any], plain
+) -> None:
+    # runledger.targets.workflow_target calls workflowexecutions.googleapis.com (the
+    # ExecutionsClient's endpoint); the stack's project and the workflow's need it.
+    jobs = multi_job_config["scheduler-dedup:jobs"]
+    jobs[0]["target"] = {"workflow": WORKFLOW}
+    jobs[1]["target"] = {"workflow": f"projects/{OTHER_PROJECT}/locations/us-east1/workflows/w"}
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    apis = {
+        (api.inputs["project"], api.inputs["service"]): api
+        for api in resources.of_type("gcp:projects/service:Service")
+    }
+    for project in (PROJECT, OTHER_PROJECT):
+        api = apis[(project, "workflowexecutions.googleapis.com")]
+        assert api.inputs["disableOnDestroy"] is False
+        for job in resources.of_type(JOB):
+            assert api.urn in job.dependencies
+    other_grant = named(resources, f"dedup-workflow-invoker-{OTHER_PROJECT}")
+    assert (other_grant.inputs["project"], other_grant.inputs["role"]) == (
+        OTHER_PROJECT,
+        "roles/workflows.invoker",
+    )
+    # Without a workflow target the API is not enabled.
+    assert not [
+        api
+        for api in plain.of_type("gcp:projects/service:Service")
+        if api.inputs["service"] == "workflowexecutions.googleapis.com"
+    ]
 
 
 def test_targets_reach_the_handler_only_through_its_jobs_module(targeted, plain) -> None:
@@ -330,8 +398,9 @@ def test_target_given_as_json_text_is_accepted(
     multi_job_config["scheduler-dedup:jobs"][2]["target"] = f'{{"workflow": "{WORKFLOW}"}}'
     resources = run_program(make_stack(multi_job_config), "test")
 
-    grant = named(resources, "dedup-target-invoice-export")
+    grant = named(resources, f"dedup-workflow-invoker-{PROJECT}")
     assert grant.inputs["role"] == "roles/workflows.invoker"
+    assert grant.urn in named(resources, "dedup-job-invoice-export").dependencies
 
 
 def test_template_documents_the_target_key() -> None:

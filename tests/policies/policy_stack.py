@@ -202,7 +202,7 @@ def compliant_stack(
                     "serviceAccountEmail": RUNTIME_SA,
                     "timeoutSeconds": 900.0,
                     "environmentVariables": env,
-                    "ingressSettings": "ALLOW_ALL",
+                    "ingressSettings": "ALLOW_INTERNAL_ONLY",
                 },
             },
             {"url": FN_URL},
@@ -217,15 +217,6 @@ def compliant_stack(
                 "name": "demo-handler",
                 "role": "roles/run.invoker",
                 "member": f"serviceAccount:{INVOKER_SA}",
-            },
-        ),
-        resource(
-            "gcp:serviceaccount/iAMMember:IAMMember",
-            "demo-scheduler-agent-oidc",
-            {
-                "serviceAccountId": f"projects/{PROJECT}/serviceAccounts/{INVOKER_SA}",
-                "role": "roles/iam.serviceAccountOpenIdTokenCreator",
-                "member": "serviceAccount:service-1@gcp-sa-cloudscheduler.iam.gserviceaccount.com",
             },
         ),
         _job(

@@ -24,6 +24,7 @@ from policy_stack import (
 )
 from pulumi_policy import EnforcementLevel
 
+from dedup_policies.ingress_rules import ingress
 from offline.stack_resources import StackResource
 
 MANDATORY = EnforcementLevel.MANDATORY
@@ -459,6 +460,21 @@ VARIANTS = [
         "demo-build-staged-source-reader",
         "only allowed with an IAM condition",
     ),
+    Variant(
+        "handler-ingress-all",
+        handler(lambda p: p["serviceConfig"].__setitem__("ingressSettings", "ALLOW_ALL")),
+        {"run-handler-ingress-internal": ADVISORY},
+        "demo-handler",
+        "set service_config.ingress_settings to internal-only",
+    ),
+    Variant(
+        # Unset, a function accepts all traffic (ServiceConfig.ingressSettings default).
+        "handler-ingress-unset",
+        handler(lambda p: p["serviceConfig"].pop("ingressSettings")),
+        {"run-handler-ingress-internal": ADVISORY},
+        "demo-handler",
+        "accepts ALLOW_ALL ingress",
+    ),
 ]
 
 
@@ -480,6 +496,53 @@ def test_stack_declared_header_names_pass(check) -> None:
     # `scheduler-dedup:projectHeader: X-Proj`: the handler reads X-Proj, the jobs send it.
     stack = with_function_uri(compliant_stack(project_header="X-Proj", region_header="X-Reg"))
     assert check(stack) == []
+
+
+def test_handler_behind_a_load_balancer_is_reported_but_not_blocked(
+    stack: list[StackResource], check
+) -> None:
+    edit(
+        stack,
+        "demo-handler",
+        lambda p: p["serviceConfig"].__setitem__("ingressSettings", "ALLOW_INTERNAL_AND_GCLB"),
+    )
+    (diagnostic,) = check(stack)
+    assert (diagnostic.policy, diagnostic.level) == ("run-handler-ingress-internal", ADVISORY)
+    # A team that wants internal-only enforced makes the rule mandatory.
+    (enforced,) = check(stack, '{"run-handler-ingress-internal": "mandatory"}')
+    assert enforced.level == MANDATORY
+
+
+def test_a_service_no_job_calls_is_not_judged_on_ingress(stack: list[StackResource], check) -> None:
+    # A public web service elsewhere in the program is not a dedup handler.
+    stack.append(run_service("public-site", ingress="INGRESS_TRAFFIC_ALL"))
+    assert check(stack) == []
+
+
+def test_ingress_is_read_from_each_handler_type() -> None:
+    assert ingress(
+        "gcp:cloudrunv2/service:Service", {"ingress": "INGRESS_TRAFFIC_INTERNAL_ONLY"}
+    ) == ("INGRESS_TRAFFIC_INTERNAL_ONLY", True)
+    assert ingress("gcp:cloudrunv2/service:Service", {}) == ("INGRESS_TRAFFIC_ALL", False)
+    v1 = {"metadata": {"annotations": {"run.googleapis.com/ingress": "internal"}}}
+    assert ingress("gcp:cloudrun/service:Service", v1) == ("internal", True)
+    assert ingress("gcp:cloudrun/service:Service", {}) == ("all", False)
+
+
+def test_workflow_target_grant_on_the_project_is_allowed_as_it_must_be(
+    stack: list[StackResource], check
+) -> None:
+    # Workflows roles go no lower than the project and Workflows ignores resource-name
+    # conditions, so the stack grants roles/workflows.invoker unconditioned.
+    stack.append(project_grant("demo-workflow-invoker", "roles/workflows.invoker"))
+    assert check(stack) == []
+    # Refusing workflow targets: take the role out of allowedRoles.
+    (diagnostic,) = check(
+        stack,
+        '{"iam-project-grants-least-privilege": {"allowedRoles": ["roles/logging.logWriter"]}}',
+    )
+    assert diagnostic.policy == "iam-project-grants-least-privilege"
+    assert "roles/workflows.invoker is broader than the design needs" in diagnostic.message
 
 
 def test_every_policy_has_a_firing_variant(pack) -> None:
