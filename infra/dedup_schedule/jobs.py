@@ -97,9 +97,10 @@ def _grant_target_access(
     Scheduler retry would run it again.
     """
     run_job_roles: dict[str, gcp.projects.IAMCustomRole] = {}
-    # One grant per workflow project: two resources managing the same binding member
-    # would remove it for both when either is deleted.
+    # One grant per workflow project and per Cloud Run job: two resources managing the
+    # same binding member would remove it for both when either is deleted.
     workflow_grants: dict[str, pulumi.Resource] = {}
+    run_job_grants: dict[str, pulumi.Resource] = {}
     grants: dict[str, list[pulumi.Resource]] = {}
     for job in args.config.jobs:
         target = job.target
@@ -114,7 +115,11 @@ def _grant_target_access(
         else:
             if target.project not in run_job_roles:
                 run_job_roles[target.project] = _run_job_role(parent, args, target.project)
-            grant = _grant_run_job(parent, args, job, target, run_job_roles[target.project])
+            if target.name not in run_job_grants:
+                run_job_grants[target.name] = _grant_run_job(
+                    parent, args, job, target, run_job_roles[target.project]
+                )
+            grant = run_job_grants[target.name]
         grants[job.id] = [grant]
     return grants
 

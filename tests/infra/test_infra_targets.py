@@ -230,6 +230,23 @@ def test_two_jobs_on_one_project_share_the_run_job_role(
     ]
 
 
+def test_two_jobs_on_one_cloud_run_job_share_one_grant(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # Two JobIamMember resources for one member, role and job: deleting either would
+    # remove the binding the other job still needs.
+    jobs = multi_job_config["scheduler-dedup:jobs"]
+    jobs[0]["target"] = {"cloudRunJob": RUN_JOB}
+    jobs[1]["target"] = {"cloudRunJob": RUN_JOB}
+    resources = run_program(make_stack(multi_job_config), "test")
+
+    grants = resources.of_type(JOB_MEMBER)
+    assert [g.inputs["name"] for g in grants] == ["sync-crm"]
+    scheduler = {job.inputs["name"]: job for job in resources.of_type(JOB)}
+    for job in jobs[:2]:
+        assert grants[0].urn in scheduler[job["id"]].dependencies
+
+
 def test_scheduler_jobs_wait_for_their_own_target_grant(targeted) -> None:
     scheduler = {job.inputs["name"]: job for job in targeted.of_type(JOB)}
     grants = {
