@@ -62,10 +62,14 @@ def test_every_fire_time_after_replayed_since_is_replayed(jobs: list[SimJob]) ->
     delivered = {
         (p.job, p.schedule_time) for p in plan_runs(jobs, NOW, PlanSettings(4), random.Random(0))
     }
-    for job in jobs:
-        recent = [t for t in fire_times(job.schedule, job.time_zone, NOW, 400) if t > since]
-        assert recent
-        assert {(job.id, when) for when in recent} <= delivered
+    due = {
+        (job.id, when)
+        for job in jobs
+        for when in fire_times(job.schedule, job.time_zone, NOW, 400)
+        if when > since
+    }
+    assert len(due) >= 4
+    assert due <= delivered
 
 
 @pytest.mark.parametrize("seed", range(20))
