@@ -18,6 +18,7 @@ from typing import Any
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
+from runledger.audit import BATCH, MAX_READS
 
 Metric = Callable[[Any], float]
 # A ratio this close to 1 whose spread straddles 1 is a tie on this machine,
@@ -107,6 +108,7 @@ class Report:
             self._throughput(),
             self._coldstart(),
             self._ledger(),
+            self._audit(),
             self._targets(),
         ]
         return "\n\n".join(section for section in sections if section)
@@ -366,6 +368,44 @@ class Report:
             "indexed fields per doc h / b",
         ]
         title = "**Ledger size**: one document per run on both sides, bytes by Firestore's rules"
+        return title + "\n\n" + self._table(header, rows)
+
+    def _audit(self) -> str:
+        data = self.samples.data.get("audit")
+        if not data:
+            return ""
+        rows = []
+        for label, by_side in data.items():
+            costs = by_side["handler"]
+            last = costs[-1]
+            wall = Spread.of([cost["wall_s"] for cost in costs])
+            reads = f"refused: over {MAX_READS:,}" if last["refused"] else f"{last['reads']:,}"
+            rows.append(
+                [
+                    label,
+                    f"{last['expected_runs']:,}",
+                    f"{last['checked']:,}",
+                    reads,
+                    str(last["rpcs"]),
+                    _fmt(wall, _ms),
+                    str(last["findings"]),
+                ]
+            )
+        header = [
+            "audit of",
+            "schedule times",
+            "settled (judged)",
+            "document reads",
+            "BatchGet RPCs",
+            "wall ms",
+            "findings",
+        ]
+        title = (
+            "**Audit cost**: one audit by the handler's own code, in-process on a counted client; "
+            f"one read per settled schedule time, {BATCH} keys per BatchGetDocuments, at most "
+            f"{MAX_READS:,} reads (a larger audit is refused before reading); the ledger holds a "
+            "completed record for every run but every 50th, which is reported missed"
+        )
         return title + "\n\n" + self._table(header, rows)
 
     def _target(

@@ -25,6 +25,7 @@ from typing import Any
 from google.cloud import firestore
 
 from bench import REPO_ROOT
+from bench.audit_cost import AuditSize, measure_audit
 from bench.bench_jobs import EXEC_LOG_ENV, GROWTH_JOBS
 from bench.coldstart import probe
 from bench.contention import storm
@@ -94,6 +95,15 @@ class BenchConfig:
     rtt_warmup_deliveries: int = 100
     # Echo round trips per repetition that calibrate a link (relay overhead included).
     link_echo_count: int = 100
+    # One audit's cost (jobs, every N minutes, look-back hours), each timed `reps` times.
+    # 300 jobs over 6 h (21,600 reads) is over runledger.audit.MAX_READS and refused;
+    # over 5 h (18,000) it fits.
+    audit_sizes: tuple[AuditSize, ...] = (
+        AuditSize(10, 5, 6),
+        AuditSize(100, 5, 6),
+        AuditSize(300, 5, 6),
+        AuditSize(300, 5, 5),
+    )
 
     @classmethod
     def quick(cls, reps: int = 2) -> BenchConfig:
@@ -111,6 +121,7 @@ class BenchConfig:
             warmup_deliveries=50,
             growth=((1, 3), (2, 3)),
             rtt_warmup_deliveries=20,
+            audit_sizes=(AuditSize(10, 5, 6), AuditSize(100, 5, 1), AuditSize(300, 5, 6)),
         )
 
 
@@ -291,4 +302,11 @@ def _measure(
         for side in SIDES:
             size = measure_growth(side, envs[side], setup_client, GROWTH_JOBS[:jobs], runs, times)
             samples.add("ledger", f"{jobs}x{runs}", side, asdict(size))
+    # The audit is the handler's alone: no baseline side.
+    counted = firestore.Client(project=emulator.project)
+    rpc, ops = RpcCounter().attach(counted), OpCounter().attach(counted)
+    for audit_size in config.audit_sizes:
+        progress(f"audit: {audit_size.label}")
+        for cost in measure_audit(audit_size, counted, rpc, ops, setup_client, config.reps):
+            samples.add("audit", audit_size.label, "handler", asdict(cost))
     return samples

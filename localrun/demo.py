@@ -2,10 +2,12 @@
 
 Starts the official Firestore emulator and the real handler (functions-framework
 on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
-window of each job's scheduled runs in compressed time. It prints a line per
-run, a table per job and the invariant, and exits 1 if the invariant does not
-hold, 2 on a usage error. Everything it starts is stopped when it ends, also
-on Ctrl-C.
+window of each job's scheduled runs in compressed time, and then delivers the
+handler's audit job, which accounts for every scheduled time (and with
+--catch-up finishes the runs Scheduler gave up on). It prints a line per run,
+a table per job, the audit's findings and the invariant, and exits 1 if the
+invariant does not hold, 2 on a usage error. Everything it starts is stopped
+when it ends, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from localrun.demo_audit import (
+    AuditOutcome,
+    audit_outcome,
+    deliver_audit,
+    expected_findings,
+    format_audit,
+    late_runs,
+    settled_by,
+)
 from localrun.demo_invariant import Invariant, check_invariant
 from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
 from localrun.demo_report import (
@@ -36,9 +47,19 @@ from localrun.demo_report import (
     json_report,
     misbehaviour,
 )
-from localrun.demo_stack import REPO_ROOT, StackError, handler_env, load_stack, sim_jobs, speedups
+from localrun.demo_stack import (
+    REPO_ROOT,
+    DemoFiles,
+    HandlerEnv,
+    StackError,
+    handler_env,
+    load_stack,
+    sim_jobs,
+    speedups,
+)
 from localrun.simulator import (
     Delivery,
+    Fault,
     PlanSettings,
     RunPlan,
     RunResult,
@@ -48,6 +69,7 @@ from localrun.simulator import (
     build_request,
     drive_run,
     plan_runs,
+    replayed_since,
 )
 
 if TYPE_CHECKING:
@@ -76,6 +98,7 @@ class DemoOptions:
     json_path: Path | None = None
     project_dir: Path | None = None
     without_dedup: bool = False
+    catch_up: bool = False
 
 
 def _parse(argv: Sequence[str] | None) -> DemoOptions:
@@ -94,11 +117,23 @@ def _parse(argv: Sequence[str] | None) -> DemoOptions:
         action="store_true",
         help="serve a handler with no run ledger instead, to watch the invariant fail",
     )
+    parser.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="set catchUp on every job: the audit runs the missed and released runs itself",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.runs <= MAX_RUNS:
         parser.error(f"--runs must be between 1 and {MAX_RUNS}")
+    if args.catch_up and args.without_dedup:
+        parser.error("--catch-up needs the ledger; it cannot go with --without-dedup")
     return DemoOptions(
-        args.stack, args.runs, args.seed, args.json_path, without_dedup=args.without_dedup
+        args.stack,
+        args.runs,
+        args.seed,
+        args.json_path,
+        without_dedup=args.without_dedup,
+        catch_up=args.catch_up,
     )
 
 
@@ -136,7 +171,9 @@ def progress_line(index: int, total: int, result: RunResult, successes: int) -> 
         parts.append(text)
     when = plan.schedule_time.strftime("%Y-%m-%d %H:%M")
     kind = "forced" if plan.manual else (str(plan.fault) if plan.fault else "-")
-    if result.acknowledged:
+    if plan.fault is Fault.DROPPED:
+        parts, end = ["(nothing sent)"], "never delivered"
+    elif result.acknowledged:
         end = "acknowledged"
     elif not result.exhausted:
         end = "interrupted"
@@ -235,13 +272,53 @@ def _print_setup(
         say(f"  {note}")
 
 
-def _print_report(say: _Printer, results: Sequence[RunResult], invariant: Invariant) -> None:
+def _print_report(
+    say: _Printer, results: Sequence[RunResult], invariant: Invariant, audit: str | None
+) -> None:
     say()
     say(format_table(job_stats(results, invariant)))
     say(format_legend())
     say()
     say(format_misbehaviour(misbehaviour(results, invariant)))
+    if audit is not None:
+        say(audit)
     say(format_invariant(invariant))
+
+
+def _run_audit(
+    say: _Printer,
+    transport: Transport,
+    plans: Sequence[RunPlan],
+    jobs: Sequence[SimJob],
+    env: HandlerEnv,
+    now: datetime,
+    files: DemoFiles,
+    log_path: Path,
+    results: Sequence[RunResult],
+    catch_up: bool,
+    drive: Callable[[Sequence[RunPlan]], list[RunResult]],
+) -> tuple[AuditOutcome, list[RunResult]]:
+    """Audit the ledger through the handler's reserved job, once every run has settled.
+
+    Runs that came due while the demo ran are delivered first, as the Scheduler
+    would; then the downstream outage ends (so a catch-up of an exhausted run
+    can succeed), and the audit job is delivered. Returns the audit's outcome
+    and the late runs' results.
+    """
+    expected = expected_findings(check_invariant(results, read_events(files.events)))
+    wait = (settled_by(plans, env.env) - datetime.now(UTC)).total_seconds()
+    if wait > 0:
+        say(f"waiting {wait:.0f} s until the audit judges the latest replayed run ...")
+        time.sleep(wait)
+    late = late_runs(jobs, now, datetime.now(UTC))
+    if late:
+        say(f"{len(late)} run(s) came due while the demo ran; the Scheduler delivers them:")
+    late_results = drive(late)
+    files.outage_over.touch()
+    say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
+    answer = deliver_audit(transport, jobs[0], datetime.now(UTC))
+    _settle(files.events, SETTLE_S)
+    return audit_outcome(answer, log_path, expected, catch_up), late_results
 
 
 def run_demo(
@@ -261,17 +338,27 @@ def run_demo(
     jobs = sim_jobs(config, speedup)
     plans = plan_runs(jobs, now, PlanSettings(options.runs), random.Random(options.seed))
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
-    plan_path, events_path = workdir / "plan.json", workdir / "executions.log"
+    files = DemoFiles(workdir / "plan.json", workdir / "executions.log", workdir / "outage-over")
+    events_path = files.events
     write_plan(
-        plan_path,
+        files.plan,
         WorkPlan(tuple(j.id for j in jobs), {p.label: p.script for p in plans}, Step(0.05)),
     )
-    env = handler_env(config, speedup, plans, now, plan_path, events_path)
+    env = handler_env(
+        config,
+        speedup,
+        plans,
+        now,
+        files,
+        audit_since=replayed_since(jobs, now, options.runs),
+        catch_up=options.catch_up,
+    )
 
     _print_setup(say, options, jobs, speedup, env.notes, len(plans))
 
     started_emulator = None
     handler = None
+    audit: AuditOutcome | None = None
     try:
         if options.without_dedup:
             say("starting a handler WITHOUT a run ledger (--without-dedup) ...")
@@ -290,7 +377,7 @@ def run_demo(
         _warm_up(transport, jobs[0], now, handler.log_path)
         say(f"handler on {handler.url}; delivering {len(plans)} runs:")
         stop = threading.Event()
-        done = 0
+        done = total = 0
         done_lock = threading.Lock()
 
         def on_done(result: RunResult) -> None:
@@ -302,16 +389,37 @@ def run_demo(
                 e.label == result.plan.label and e.outcome == "succeeded"
                 for e in read_events(events_path)
             )
-            say(progress_line(index, len(plans), result, successes))
+            say(progress_line(index, total, result, successes))
+
+        def drive(batch: Sequence[RunPlan]) -> list[RunResult]:
+            nonlocal total
+            total += len(batch)
+            by_id = {j.id: j for j in jobs}
+            return _drive_all(batch, by_id, transport, options.seed, stop, on_done)
 
         try:
-            results = _drive_all(
-                plans, {j.id: j for j in jobs}, transport, options.seed, stop, on_done
-            )
+            results = drive(plans)
+            _settle(events_path, SETTLE_S)
+            if not options.without_dedup:
+                audit, late = _run_audit(
+                    say,
+                    transport,
+                    plans,
+                    jobs,
+                    env,
+                    now,
+                    files,
+                    handler.log_path,
+                    results,
+                    options.catch_up,
+                    drive,
+                )
+                results += late
         finally:
             stop.set()
-        _settle(events_path, SETTLE_S)
         invariant = check_invariant(results, read_events(events_path))
+        if audit is not None:
+            invariant = replace(invariant, audit_problems=audit.problems)
     finally:
         if handler is not None:
             handler.stop()
@@ -324,16 +432,20 @@ def run_demo(
     elif handler is not None:
         say(f"handler log kept: {handler.log_path}")
 
-    _print_report(say, results, invariant)
+    _print_report(say, results, invariant, None if audit is None else format_audit(audit, env.env))
     settings = {
         "stack": options.stack,
         "seed": options.seed,
         "runs_per_job": options.runs,
+        "catch_up": options.catch_up,
         "started": now.isoformat(),
         "speedup": speedup,
         "handler_notes": list(env.notes),
     }
-    return invariant, json_report(settings, results, invariant)
+    report = json_report(settings, results, invariant)
+    if audit is not None:
+        report["audit"] = audit.to_json()
+    return invariant, report
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:

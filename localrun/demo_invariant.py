@@ -3,8 +3,10 @@
 Every run the Scheduler delivered must end with exactly one successful
 execution of its work; executions of one run never overlap; failed
 executions before the success are fine (that is what retries are for). The
-only run allowed to end without a success is one whose retries were
-exhausted, and those are listed, not hidden.
+only runs allowed to end without a success are those whose retries were
+exhausted and those the Scheduler never delivered, and they are listed, not
+hidden. A run executed more than once is a violation however it was started,
+by the Scheduler or by the audit's catch-up.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from localrun.demo_plan import ExecutionEvent
-from localrun.simulator import RunResult
+from localrun.simulator import Fault, RunResult
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class RunVerdict:
     failures: int  # executions that failed retryably (or lost their lease)
     problem: str | None  # why this run breaks the invariant
     exhausted: bool  # no success because the Scheduler ran out of retries
+    dropped: bool = False  # no success because the Scheduler never delivered it
 
     @property
     def executions(self) -> int:
@@ -37,15 +40,23 @@ class RunVerdict:
 class Invariant:
     verdicts: tuple[RunVerdict, ...]
     strays: tuple[str, ...]  # executions of runs the Scheduler never delivered
+    # Where the audit's findings disagree with the runs left without a success: a
+    # run that is neither done nor reported is lost as surely as a dropped one.
+    audit_problems: tuple[str, ...] = ()
 
     @property
     def violations(self) -> list[str]:
         found = [f"{v.label}: {v.problem}" for v in self.verdicts if v.problem]
-        return found + [f"{label}: executed but never delivered" for label in self.strays]
+        found += [f"{label}: executed but never delivered" for label in self.strays]
+        return found + [f"audit: {problem}" for problem in self.audit_problems]
 
     @property
     def exhausted(self) -> list[str]:
         return [v.label for v in self.verdicts if v.exhausted]
+
+    @property
+    def dropped(self) -> list[str]:
+        return [v.label for v in self.verdicts if v.dropped]
 
     @property
     def holds(self) -> bool:
@@ -79,16 +90,20 @@ def check_invariant(results: Sequence[RunResult], events: Sequence[ExecutionEven
         successes = sum(1 for e in ends if e.outcome == "succeeded")
         failures = len(ends) - successes
         problem = _overlaps(run_events)
-        exhausted = False
+        exhausted = dropped = False
         if successes > 1:
             problem = f"work succeeded {successes} times (must be exactly once)"
+        elif successes == 0 and plan.fault is Fault.DROPPED:
+            dropped = True
         elif successes == 0 and result.exhausted:
             exhausted = True
         elif successes == 0:
             answered = "acknowledged" if result.acknowledged else "not acknowledged"
             problem = f"lost: no successful execution ({answered}, retries not exhausted)"
         verdicts.append(
-            RunVerdict(plan.label, plan.job, plan.manual, successes, failures, problem, exhausted)
+            RunVerdict(
+                plan.label, plan.job, plan.manual, successes, failures, problem, exhausted, dropped
+            )
         )
     delivered = {result.plan.label for result in results}
     strays = tuple(sorted(label for label in by_run if label not in delivered))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from localrun.demo_plan import (
     EVENTS_ENV,
+    OUTAGE_OVER_ENV,
     PLAN_ENV,
     WARMUP_JOB,
     ExecutionEvent,
@@ -37,14 +38,18 @@ class DemoRetryableError(RuntimeError):
     """A failure a retry can fix (a flaky downstream): the handler releases the run."""
 
 
-def _paths() -> tuple[Path, Path]:
+def _paths() -> tuple[Path, Path, Path]:
     try:
-        return Path(os.environ[PLAN_ENV]), Path(os.environ[EVENTS_ENV])
+        return (
+            Path(os.environ[PLAN_ENV]),
+            Path(os.environ[EVENTS_ENV]),
+            Path(os.environ[OUTAGE_OVER_ENV]),
+        )
     except KeyError as exc:
         raise RuntimeError(f"localrun.demo_jobs needs {exc.args[0]}; run it via make demo") from exc
 
 
-def _work(plan: WorkPlan, events_path: Path, ctx: RunContext) -> None:
+def _work(plan: WorkPlan, events_path: Path, outage_over: Path, ctx: RunContext) -> None:
     label = run_label(ctx.job_name, ctx.schedule_time, ctx.manual)
     # Which execution of this run is this one? Counted in the log, not the ledger.
     index = count_starts(read_events(events_path), label)
@@ -64,18 +69,18 @@ def _work(plan: WorkPlan, events_path: Path, ctx: RunContext) -> None:
     except LeaseLost:
         log("end", "lease_lost")
         raise
-    if step.fails:
+    if step.fails and not outage_over.exists():
         log("end", "failed_retryable")
         raise DemoRetryableError(f"{label}: downstream unavailable (execution {index + 1})")
     log("end", "succeeded")
 
 
 def _build() -> Jobs:
-    plan_path, events_path = _paths()
+    plan_path, events_path, outage_over = _paths()
     plan = read_plan(plan_path)
     jobs = Jobs()
     for job_id in plan.jobs:
-        jobs.job(job_id)(lambda ctx, _plan=plan: _work(_plan, events_path, ctx))
+        jobs.job(job_id)(lambda ctx, _plan=plan: _work(_plan, events_path, outage_over, ctx))
     jobs.job(WARMUP_JOB)(lambda ctx: None)
     return jobs
 

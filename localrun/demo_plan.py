@@ -19,6 +19,8 @@ from pathlib import Path
 
 PLAN_ENV = "DEMO_PLAN_PATH"
 EVENTS_ENV = "DEMO_EXECUTIONS_PATH"
+# A file the demo creates once the Scheduler is done: the downstream outage is over.
+OUTAGE_OVER_ENV = "DEMO_OUTAGE_OVER_PATH"
 # A job outside the stack whose single no-op delivery opens the handler's Firestore
 # connection (its cold start) before the timed runs begin; it is never logged.
 WARMUP_JOB = "localrun-demo-warmup"
@@ -32,7 +34,12 @@ def run_label(job: str, schedule_time: datetime, manual: bool) -> str:
 
 @dataclass(frozen=True)
 class Step:
-    """What one execution of a run's work does: take `seconds`, then succeed or fail."""
+    """What one execution of a run's work does: take `seconds`, then succeed or fail.
+
+    A failing step fails only while the downstream is out, that is until the
+    demo creates the OUTAGE_OVER_ENV file after the Scheduler's last attempt:
+    a run whose retries ran out then succeeds when the audit catches it up.
+    """
 
     seconds: float
     fails: bool = False

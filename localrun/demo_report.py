@@ -37,7 +37,8 @@ class Misbehaviour:
     bursts: int  # first attempts a proxy repeated
     burst_duplicates: int  # the extra copies those bursts sent
     forced_runs: int  # operator-forced runs carrying the next schedule time
-    exhausted_runs: int  # runs whose retries ran out without a success
+    exhausted_runs: int  # runs whose work failed on every attempt until the retries ran out
+    dropped_runs: int  # runs the Scheduler never delivered
 
     def kinds_missing(self) -> list[str]:
         return [name for name, count in asdict(self).items() if count == 0]
@@ -72,7 +73,8 @@ def misbehaviour(results: Sequence[RunResult], invariant: Invariant) -> Misbehav
         bursts=sum(r.plan.burst_size > 1 for r in results),
         burst_duplicates=sum(d.seen is Seen.DUPLICATE for d in deliveries),
         forced_runs=sum(r.plan.fault is Fault.FORCED for r in results),
-        exhausted_runs=len(invariant.exhausted),
+        exhausted_runs=sum(r.plan.fault is Fault.EXHAUSTED for r in results),
+        dropped_runs=sum(r.plan.fault is Fault.DROPPED for r in results),
     )
 
 
@@ -176,7 +178,8 @@ def format_misbehaviour(m: Misbehaviour) -> str:
         f"{_n(m.retries_after_error, 'retry', 'retries')} with backoff after a non-2xx answer, "
         f"{_n(m.lost_acks, 'lost acknowledgement')}, {_n(m.bursts, 'burst')} "
         f"({_n(m.burst_duplicates, 'concurrent duplicate')}), {_n(m.forced_runs, 'forced run')}, "
-        f"{_n(m.exhausted_runs, 'run')} with retries exhausted"
+        f"{_n(m.exhausted_runs, 'run')} with retries exhausted, "
+        f"{_n(m.dropped_runs, 'run')} never delivered"
     )
 
 
@@ -197,6 +200,11 @@ def format_invariant(invariant: Invariant) -> str:
             f"  retries exhausted (reported, not lost): {label} has no successful execution; "
             "Cloud Scheduler gives up here too, so alert on it"
         )
+    for label in invariant.dropped:
+        lines.append(
+            f"  never delivered (reported, not lost): {label} has no execution; "
+            "only an audit of the ledger notices such a run"
+        )
     return "\n".join(lines)
 
 
@@ -214,6 +222,7 @@ def json_report(
             "holds": invariant.holds,
             "violations": invariant.violations,
             "exhausted": invariant.exhausted,
+            "dropped": invariant.dropped,
         },
         "runs": [
             {

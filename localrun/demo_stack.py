@@ -8,10 +8,18 @@ its attempt deadline lasts a second or two, and the handler's lease is
 scaled to match. Retention is not scaled: the handler judges schedule times
 against its real clock, so it is raised, if needed, to cover the window of
 past runs the demo replays.
+
+The audit's settings follow the same rule. DEDUP_SCHEDULES carries each job's
+schedule and time zone as deployed and its retry window compressed like the
+Scheduler's retries, so a replayed run counts as settled seconds after the
+simulator gave up on it. The audit's look-back is not compressed: it reaches
+back to `simulator.replayed_since`, so it judges exactly the stretch of real
+time in which the simulator delivers every fire time of every job.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,10 +28,12 @@ from pathlib import Path
 
 from dedup_schedule.config import ConfigError, ScheduleConfig
 from dedup_schedule.config_reader import parse_config
-from localrun.demo_plan import EVENTS_ENV, PLAN_ENV
+from localrun.demo_plan import EVENTS_ENV, OUTAGE_OVER_ENV, PLAN_ENV
 from localrun.simulator import RunPlan, SimJob
 from offline.stack_file import StackFileError, read_project_name, read_stack_values, stack_file
-from runledger.facts import RetryPolicy
+from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
+from runledger.schedules import LOOKBACK_VARIABLE
+from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,21 +107,65 @@ class HandlerEnv:
     notes: tuple[str, ...]  # what differs from the deployed settings, and why
 
 
+@dataclass(frozen=True)
+class DemoFiles:
+    """The files the demo shares with its jobs module inside the handler (`demo_plan`)."""
+
+    plan: Path
+    events: Path
+    outage_over: Path
+
+
+def schedules_value(
+    config: ScheduleConfig, speedup: dict[str, float], catch_up: bool, lookback_s: int
+) -> str:
+    """DEDUP_SCHEDULES for the demo: the stack's jobs, retry windows compressed.
+
+    The handler accepts no attempt deadline under Cloud Scheduler's minimum, and
+    no retry window shorter than the deadline, so both are raised to that minimum
+    (15 s) where compression takes them below it. With catch-up on, every run in
+    the look-back is young enough to be caught up.
+    """
+    entries = []
+    for job in config.jobs:
+        factor = speedup[job.id]
+        deadline = max(MIN_ATTEMPT_DEADLINE_S, math.ceil(job.attempt_deadline_s / factor))
+        entry: dict[str, object] = {
+            "id": job.id,
+            "schedule": job.schedule,
+            "timeZone": job.time_zone,
+            "retryWindowSeconds": max(deadline, math.ceil(job.retry_window_s / factor)),
+            "attemptDeadlineSeconds": deadline,
+        }
+        if catch_up:
+            entry.update(catchUp=True, catchUpMaxAgeSeconds=lookback_s)
+        entries.append(entry)
+    return json.dumps(entries, separators=(",", ":"))
+
+
 def handler_env(
     config: ScheduleConfig,
     speedup: dict[str, float],
     plans: Sequence[RunPlan],
     now: datetime,
-    plan_path: Path,
-    events_path: Path,
+    files: DemoFiles,
+    *,
+    audit_since: datetime,
+    catch_up: bool = False,
 ) -> HandlerEnv:
-    """The deployed handler's env, with the lease compressed and the retention widened."""
+    """The deployed handler's env: lease compressed, retention widened, the audit's window set.
+
+    `audit_since` is the latest fire time the simulator does not replay; the
+    audit looks back to it from `now` (and so, when it runs a little later, to
+    a moment just after it).
+    """
     env = config.handler_env()
     fastest = max(speedup.values())
     longest_work = max((step.seconds for plan in plans for step in plan.script), default=0.0)
     lease = max(math.ceil(config.lease_seconds / fastest), math.ceil(longest_work + 1))
+    lookback = math.floor((now - audit_since).total_seconds())
     oldest = min((plan.schedule_time for plan in plans), default=now)
-    window = math.ceil((now - oldest).total_seconds()) + 3600
+    window = math.ceil((now - min(oldest, audit_since)).total_seconds()) + 3600
     retention = max(config.retention_seconds, window, lease + 1)
     notes = [
         f"DEDUP_LEASE_SECONDS {config.lease_seconds} -> {lease} "
@@ -124,6 +178,15 @@ def handler_env(
         )
     notes.append(f"DEDUP_JOBS_MODULE jobs -> {DEMO_JOBS_MODULE} (demo work, logged per execution)")
     notes.append(
+        f"{SCHEDULES_VARIABLE}: the stack's jobs, retry windows compressed (at least "
+        f"{MIN_ATTEMPT_DEADLINE_S} s, the least the handler accepts)"
+        + ("; catchUp on (--catch-up)" if catch_up else "; catchUp off")
+    )
+    notes.append(
+        f"{LOOKBACK_VARIABLE} {lookback} (the audit judges the {lookback / 3600:.1f} h in which "
+        "the simulator delivers every fire time of every job)"
+    )
+    notes.append(
         "no OIDC token locally (DEDUP_ALLOWED_INVOKERS is added at deploy); one process with "
         "64 threads stands in for the Cloud Run instances"
     )
@@ -132,8 +195,11 @@ def handler_env(
             "DEDUP_LEASE_SECONDS": str(lease),
             "DEDUP_RETENTION_SECONDS": str(retention),
             "DEDUP_JOBS_MODULE": DEMO_JOBS_MODULE,
-            PLAN_ENV: str(plan_path),
-            EVENTS_ENV: str(events_path),
+            SCHEDULES_VARIABLE: schedules_value(config, speedup, catch_up, lookback),
+            LOOKBACK_VARIABLE: str(lookback),
+            PLAN_ENV: str(files.plan),
+            EVENTS_ENV: str(files.events),
+            OUTAGE_OVER_ENV: str(files.outage_over),
             # One local process stands in for every Cloud Run instance the stack allows.
             "THREADS": "64",
         }

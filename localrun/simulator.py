@@ -34,6 +34,11 @@ USER_AGENT = "Google-Cloud-Scheduler"
 # A forced run must carry a time this far ahead of the handler's clock for the
 # whole demo, or the handler (10 s tolerance) would take it for the scheduled run.
 FORCED_RUN_MIN_LEAD = timedelta(minutes=5)
+# The demo's audit looks back to `replayed_since` from the moment the runs were
+# planned, so by the time it runs its window starts that much later. Runs the
+# audit must find are drawn from those at least this far inside the window:
+# far longer than a demo takes to reach its audit.
+AUDIT_MARGIN = timedelta(minutes=10)
 
 
 # --- schedule -------------------------------------------------------------------------------
@@ -45,6 +50,16 @@ def fire_times(schedule: str, time_zone: str, until: datetime, count: int) -> li
     it = croniter(schedule, start + timedelta(microseconds=1))
     times = [it.get_prev(datetime).astimezone(UTC) for _ in range(count)]
     return sorted(times)
+
+
+def replayed_since(jobs: Sequence[SimJob], until: datetime, count: int) -> datetime:
+    """The latest fire time that is not replayed: every later one, up to `until`, is.
+
+    Each job replays its last `count` fire times, so a frequent job reaches less
+    far back than a daily one. After this instant no job has a fire time the
+    simulator does not deliver, which is the window an audit can judge.
+    """
+    return max(fire_times(j.schedule, j.time_zone, until, count + 1)[0] for j in jobs)
 
 
 def next_fire_time(schedule: str, time_zone: str, after: datetime) -> datetime:
@@ -101,12 +116,23 @@ class Fault(StrEnum):
     LOST_ACK = "lost_ack"  # the handler finishes, the answer never reaches the Scheduler
     BURST = "burst"  # a proxy repeats the first request several times at once
     FORCED = "forced"  # an operator forces a run between two scheduled runs
+    DROPPED = "dropped"  # never delivered at all (the job was paused, Scheduler failed)
 
 
 # Faults that only show with retries configured on the job.
 _NEEDS_RETRIES = frozenset({Fault.TIMEOUT, Fault.FAILURE, Fault.EXHAUSTED, Fault.LOST_ACK})
+# Faults that leave a run without a success for the audit to find: one run each,
+# inside the audit's window.
+AUDITED_FAULTS = frozenset({Fault.EXHAUSTED, Fault.DROPPED})
 # Faults a scheduled run may get, in the order coverage assigns them.
-SCHEDULED_FAULTS = (Fault.TIMEOUT, Fault.FAILURE, Fault.LOST_ACK, Fault.BURST, Fault.EXHAUSTED)
+SCHEDULED_FAULTS = (
+    Fault.TIMEOUT,
+    Fault.FAILURE,
+    Fault.LOST_ACK,
+    Fault.BURST,
+    Fault.EXHAUSTED,
+    Fault.DROPPED,
+)
 
 
 @dataclass(frozen=True)
@@ -152,6 +178,8 @@ def _script(job: SimJob, fault: Fault | None, rng: random.Random) -> tuple[Step,
         failures = rng.randint(1, min(2, job.retry.retry_count))
         return (*[Step(normal(), fails=True)] * failures, Step(normal()))
     if fault is Fault.EXHAUSTED:
+        # Fails until the outage is over (see `Step.fails`): every Scheduler attempt fails,
+        # a catch-up by the audit afterwards succeeds.
         return (Step(normal(), fails=True),)
     return (Step(normal()),)
 
@@ -163,29 +191,36 @@ def plan_runs(
 
     Every scheduled fault is given to at least one run (if any job can show it)
     before the rest are drawn at random, so even a short run exercises every path.
+    A dropped run and a run with its retries exhausted lie inside the audit's
+    window (`replayed_since` + AUDIT_MARGIN), so the demo's audit can find them.
     """
     slots = [
         (job, when)
         for job in jobs
         for when in fire_times(job.schedule, job.time_zone, now, settings.runs_per_job)
     ]
+    audited_from = replayed_since(jobs, now, settings.runs_per_job) + AUDIT_MARGIN
+
+    def fits(fault: Fault, index: int) -> bool:
+        job, when = slots[index]
+        if fault in _NEEDS_RETRIES and not job.retry.retry_count:
+            return False
+        return fault not in AUDITED_FAULTS or when > audited_from
+
     order = list(range(len(slots)))
     rng.shuffle(order)
     faults: dict[int, Fault | None] = {}
     # Most constrained first, so a burst never takes the last slot a retry fault needs.
-    for fault in sorted(SCHEDULED_FAULTS, key=lambda f: f not in _NEEDS_RETRIES):
+    for fault in sorted(SCHEDULED_FAULTS, key=lambda f: sum(fits(f, i) for i in order)):
         for index in order:
-            job = slots[index][0]
-            if index not in faults and (fault not in _NEEDS_RETRIES or job.retry.retry_count):
+            if index not in faults and fits(fault, index):
                 faults[index] = fault
                 break
     for index in order:
         if index in faults:
             continue
-        job = slots[index][0]
-        choices = [f for f in SCHEDULED_FAULTS if f not in _NEEDS_RETRIES or job.retry.retry_count]
-        # Exhausted runs stay rare: one is enough to show that path in the report.
-        choices = [f for f in choices if f is not Fault.EXHAUSTED]
+        # Exhausted and dropped runs stay rare: one each shows that path in the report.
+        choices = [f for f in SCHEDULED_FAULTS if f not in AUDITED_FAULTS and fits(f, index)]
         faults[index] = rng.choice(choices) if rng.random() < settings.fault_rate else None
 
     plans = []
@@ -307,6 +342,8 @@ def drive_run(
 ) -> RunResult:
     """Deliver one run the way Cloud Scheduler does, until a 2xx or the retries run out."""
     result = RunResult(plan)
+    if plan.fault is Fault.DROPPED:
+        return result  # no attempt at all: only an audit can notice
     first_sent = clock()
     attempt = 0
     reason: str | None = None

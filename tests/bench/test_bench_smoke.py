@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.audit_cost import MISSING_EVERY, AuditSize
 from bench.report import Report
 from bench.rpcs import DUP_COMPLETED, DUP_IN_PROGRESS, FIRST, RECLAIM
 from bench.runner import DUP_STREAM, FIRST_STREAM, BenchConfig, rtt_variant, run_bench
@@ -33,6 +34,7 @@ TINY = BenchConfig(
     rtt_ms=RTT_MS,
     rtt_warmup_deliveries=3,
     link_echo_count=10,
+    audit_sizes=(AuditSize(5, 5, 2), AuditSize(300, 5, 6)),
 )
 
 
@@ -75,7 +77,20 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     assert _p50(latency[first_rtt]["baseline"][0]) >= 6 * RTT_MS / 1000
     assert samples.data["link"]["echo"]["p50"][0] >= RTT_MS / 1000
 
+    # One audit: one billed read per settled schedule time, in one batch; the
+    # runs left without a record are its findings. 300 jobs over 6 h is refused unread.
+    (small,) = samples.data["audit"][AuditSize(5, 5, 2).label]["handler"]
+    assert small["expected_runs"] == 120
+    assert 100 <= small["checked"] < 120  # the last ~8 minutes are still in their retry window
+    assert small["reads"] == small["checked"]
+    assert small["rpcs"] == 1
+    assert small["findings"] == small["checked"] // MISSING_EVERY >= 2
+    (large,) = samples.data["audit"][AuditSize(300, 5, 6).label]["handler"]
+    assert large["refused"] and "20000 reads" in large["refused"]
+    assert (large["reads"], large["rpcs"], large["expected_runs"]) == (0, 0, 21_600)
+
     table = Report(samples).markdown()
-    for section in ("RPCs per delivery", "Contention", "latency", "Cold start", "Targets"):
+    sections = ("RPCs per delivery", "Contention", "latency", "Cold start", "Audit cost", "Targets")
+    for section in sections:
         assert section in table
     assert f"{FIRST_STREAM}, RTT {RTT_MS:g} ms, p50" in table

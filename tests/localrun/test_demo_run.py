@@ -5,28 +5,43 @@ from __future__ import annotations
 
 import io
 import json
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from dedup_schedule.config import ScheduleConfig
 from localrun.demo import DemoOptions, main, run_demo
 from localrun.demo_stack import load_stack
+from localrun.emulator import FirestoreEmulator
 
 pytestmark = pytest.mark.firestore
 
 
+def _empty_ledger(emulator: FirestoreEmulator, config: ScheduleConfig) -> None:
+    """Delete the stack's ledger: the handler writes under the stack's project, not the
+    emulator's, and two demos in one hour replay the same schedule times."""
+    url = (
+        f"{emulator.base_url}/emulator/v1/projects/{config.project}"
+        f"/databases/{config.database.name}/documents"
+    )
+    with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10):
+        pass
+
+
 def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emulator) -> None:
     config = load_stack("example")
-    firestore_emulator.clear(config.database.name)
+    _empty_ledger(firestore_emulator, config)
     out = io.StringIO()
-    invariant, report = run_demo(DemoOptions(runs=2, seed=11), config, out, firestore_emulator)
+    invariant, report = run_demo(DemoOptions(runs=3, seed=11), config, out, firestore_emulator)
 
     assert invariant.holds, out.getvalue()
     missing = [kind for kind, count in report["misbehaviour"].items() if count == 0]
     assert missing == [], out.getvalue()
-    # Ground truth from the execution log: every non-exhausted run succeeded exactly once.
+    # Ground truth from the execution log: every run succeeded exactly once, but the
+    # one whose retries ran out and the one the Scheduler never delivered.
     for run in report["runs"]:
-        expected = 0 if run["run"] in invariant.exhausted else 1
+        expected = 0 if run["run"] in invariant.exhausted + invariant.dropped else 1
         assert run["successful_executions"] == expected, run
     # The Scheduler's view really was at-least-once: more deliveries than runs.
     jobs = {row["job"]: row for row in report["jobs"]}
@@ -36,6 +51,38 @@ def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emul
     text = out.getvalue()
     assert "invariant HOLDS" in text
     assert "p95 ms" in text
+    # The audit, through the handler's reserved job, reports exactly the dropped
+    # run as missed and the exhausted one as released.
+    (dropped,) = invariant.dropped
+    (exhausted,) = invariant.exhausted
+    audit = report["audit"]
+    assert audit["status"] == 200 and audit["accounts_for_every_run"], text
+    findings = {item["run"]: item["finding"] for item in audit["findings"]}
+    assert findings == {dropped: "missed", exhausted: "released"}
+    assert audit["summary"]["findings"] == 2 and audit["summary"]["caught_up"] == 0
+    assert "audit ACCOUNTS for every run" in text
+
+
+def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emulator) -> None:
+    config = load_stack("example")
+    _empty_ledger(firestore_emulator, config)
+    out = io.StringIO()
+    options = DemoOptions(runs=3, seed=11, catch_up=True)
+    invariant, report = run_demo(options, config, out, firestore_emulator)
+
+    assert invariant.holds, out.getvalue()
+    assert invariant.dropped == invariant.exhausted == []
+    audit = report["audit"]
+    assert {item["finding"]: item["catch_up"] for item in audit["findings"]} == {
+        "missed": "completed",
+        "released": "completed",
+    }
+    # Ground truth from the execution log: every run's work, the two caught up
+    # included, succeeded exactly once.
+    caught_up = {item["run"] for item in audit["findings"]}
+    runs = {run["run"]: run for run in report["runs"]}
+    assert caught_up <= set(runs)
+    assert all(run["successful_executions"] == 1 for run in runs.values())
 
 
 def test_json_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,12 +9,16 @@ import pytest
 
 from localrun.demo_stack import load_stack, sim_jobs, speedups
 from localrun.simulator import (
+    AUDIT_MARGIN,
+    AUDITED_FAULTS,
     FORCED_RUN_MIN_LEAD,
     SCHEDULED_FAULTS,
     Fault,
     PlanSettings,
     SimJob,
+    fire_times,
     plan_runs,
+    replayed_since,
 )
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -36,9 +40,36 @@ def test_same_seed_same_plan_other_seed_other_plan(jobs: list[SimJob]) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_every_fault_appears_even_in_a_short_window(jobs: list[SimJob], seed: int) -> None:
-    plans = plan_runs(jobs, NOW, PlanSettings(2), random.Random(seed))
+    plans = plan_runs(jobs, NOW, PlanSettings(3), random.Random(seed))
     faults = {plan.fault for plan in plans}
     assert set(SCHEDULED_FAULTS) | {Fault.FORCED} <= faults
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_dropped_and_one_exhausted_run_lie_inside_the_audits_window(
+    jobs: list[SimJob], seed: int
+) -> None:
+    plans = plan_runs(jobs, NOW, PlanSettings(8), random.Random(seed))
+    audited_from = replayed_since(jobs, NOW, 8) + AUDIT_MARGIN
+    audited = [plan for plan in plans if plan.fault in AUDITED_FAULTS]
+    assert sorted(plan.fault for plan in audited) == sorted(AUDITED_FAULTS)
+    assert all(audited_from < plan.schedule_time <= NOW for plan in audited)
+
+
+def test_every_fire_time_after_replayed_since_is_replayed(jobs: list[SimJob]) -> None:
+    # The audit's window may start at replayed_since: no job has an undelivered time in it.
+    since = replayed_since(jobs, NOW, 4)
+    delivered = {
+        (p.job, p.schedule_time) for p in plan_runs(jobs, NOW, PlanSettings(4), random.Random(0))
+    }
+    due = {
+        (job.id, when)
+        for job in jobs
+        for when in fire_times(job.schedule, job.time_zone, NOW, 400)
+        if when > since
+    }
+    assert len(due) >= 4
+    assert due <= delivered
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -168,3 +168,10 @@ def test_a_burst_sends_concurrent_copies_of_the_first_attempt_only() -> None:
     assert transport.copies == [4, 1]
     assert [d.seen for d in result.deliveries].count(Seen.DUPLICATE) == 3
     assert result.acknowledged
+
+
+def test_a_dropped_run_is_never_sent_and_not_counted_as_exhausted() -> None:
+    result, transport, _ = _drive(_plan(Fault.DROPPED), _job(3), [])
+    assert transport.copies == []
+    assert result.deliveries == []
+    assert not result.acknowledged and not result.exhausted
