@@ -230,7 +230,8 @@ class App:
         """Answer a duplicate; one that meets a live lease first waits for the holder's outcome.
 
         The wait goes to the request's log line (seconds, reads): with one request
-        per instance, a waiting duplicate keeps an instance busy that long.
+        per instance ("set concurrency to 1", Cloud Run: About concurrency), a
+        waiting duplicate keeps an instance busy that long.
         """
         wait = self._duplicate_wait
         if wait is None or duplicate.status is not Status.IN_PROGRESS:

@@ -128,7 +128,7 @@ def _schedules(deadline_s: int) -> dict[str, str]:
 
 
 def test_duplicate_gets_200_once_the_holder_completes_and_the_work_ran_once(
-    firestore_store, rpc_counter
+    firestore_store, rpc_counter, capsys
 ):
     job, clock = Holder(), FakeClock()
     timer = ScriptedTimer([lambda: None, job.finish])
@@ -146,6 +146,9 @@ def test_duplicate_gets_200_once_the_holder_completes_and_the_work_ran_once(
     reads = rpc_counter.calls["batch_get_documents"] + rpc_counter.calls["get_document"]
     assert (reads, rpc_counter.total) == (1 + 2, 1 + 1 + 2 + 1), rpc_counter.calls
     assert firestore_store.get(_key(app)).record.status is Status.COMPLETED
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    logged = next(line for line in lines if line["outcome"] == "duplicate_waited_completed")
+    assert (logged["waited_s"], logged["wait_polls"]) == (1.5, 2)
 
 
 def test_duplicate_answers_non_2xx_when_the_holder_fails_retryably_and_a_retry_runs_it(
