@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import dupwait
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
@@ -103,6 +104,7 @@ class Report:
         self.targets = []
         sections = [
             self._rpcs(),
+            dupwait.section(self.samples.data.get("dupwait"), self._table),
             self._contention(),
             self._latency(),
             self._throughput(),

@@ -24,7 +24,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from bench import REPO_ROOT
+from bench import REPO_ROOT, dupwait
 from bench.audit_cost import AuditSize, measure_audit
 from bench.bench_jobs import EXEC_LOG_ENV, GROWTH_JOBS
 from bench.coldstart import probe
@@ -152,6 +152,9 @@ def side_env(emulator: FirestoreEmulator, side: str, workdir: Path) -> dict[str,
         "DEDUP_JOBS_MODULE": "bench.bench_jobs",
         "THREADS": str(SERVER_THREADS),
         EXEC_LOG_ENV: str(workdir / f"{side}-executions.log"),
+        # Off in the served handler, so a storm's copies are answered at once as the
+        # baseline's are; `bench.dupwait` measures the wait on its own.
+        "DEDUP_DUPLICATE_WAIT_SECONDS": "0",
     }
 
 
@@ -233,8 +236,9 @@ def _measure(
     setup_client = firestore.Client(project=emulator.project)
     counters: dict[str, tuple[RpcCounter, OpCounter]] = {}
     in_process: dict[str, InProcessSide] = {}
+    counted_clients: dict[str, firestore.Client] = {}
     for side in SIDES:
-        counted = firestore.Client(project=emulator.project)
+        counted = counted_clients[side] = firestore.Client(project=emulator.project)
         counters[side] = (RpcCounter().attach(counted), OpCounter().attach(counted))
         env = {**envs[side], "DEDUP_COLLECTION": f"rpc_{side}_runs"}
         in_process[side] = make_side(side, env, counted, setup_client)
@@ -259,6 +263,13 @@ def _measure(
                 rpc, ops = counters[side]
                 result = measure(in_process[side], rpc, ops, scenario, times)
                 samples.add("rpcs", scenario, side, asdict(result))
+        for scenario in dupwait.SCENARIOS:
+            rpc = counters["handler"][0]
+            settings = in_process["handler"].settings
+            waited = dupwait.measure_wait(
+                settings, counted_clients["handler"], setup_client, rpc, scenario, times
+            )
+            samples.add("dupwait", scenario, "handler", asdict(waited))
         for n in config.contention_sizes:
             for side in order:
                 result = storm(servers[side].url, exec_logs[side], n, times)

@@ -39,6 +39,7 @@ from localrun.demo_audit import (
 from localrun.demo_invariant import Invariant, check_invariant
 from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
 from localrun.demo_report import (
+    WAITED_OUTCOMES,
     format_invariant,
     format_legend,
     format_misbehaviour,
@@ -152,7 +153,7 @@ class _Printer:
 def _describe(d: Delivery) -> str:
     if d.seen is Seen.TIMEOUT:
         return "timeout"
-    shown = str(d.status)
+    shown = str(d.status) + ("(waited)" if d.outcome in WAITED_OUTCOMES else "")
     return f"{shown}(ack lost)" if d.seen is Seen.LOST_ACK else shown
 
 
@@ -178,7 +179,8 @@ def progress_line(index: int, total: int, result: RunResult, successes: int) -> 
     elif not result.exhausted:
         end = "interrupted"
     else:
-        end = "retries exhausted" + (" (the work had succeeded)" if successes else "")
+        # Only when the last retry's wait ran out before the running attempt ended.
+        end = "retries exhausted" + (" before the running work ended" if successes else "")
     return (
         f"  [{index:>3}/{total}] {plan.job:<16} {when}Z {kind:<9} "
         f"{' -> '.join(parts)}  => {end}; work succeeded {successes}x"

@@ -26,12 +26,20 @@ def percentile(values: Sequence[float], share: float) -> float | None:
     return ordered[rank - 1]
 
 
+# A duplicate that met a live lease waits for that attempt's outcome and answers with it.
+WAITED_OUTCOMES = frozenset(
+    {"duplicate_waited_completed", "duplicate_waited_failed", "duplicate_waited_released"}
+)
+_DUPLICATE_200 = frozenset({"duplicate_completed", "duplicate_waited_completed"})
+_MET_THE_RUNNING_WORK = WAITED_OUTCOMES | {"duplicate_in_progress"}
+
+
 @dataclass(frozen=True)
 class Misbehaviour:
     """How often each kind of at-least-once delivery actually happened."""
 
     timeouts: int  # attempts abandoned at the attempt deadline
-    retries_while_running: int  # retries after a timeout that found the work still running (409)
+    retries_while_running: int  # retries after a timeout that found the work still running
     retries_after_error: int  # retries with backoff after a non-2xx answer
     lost_acks: int  # answers dropped after the handler finished
     bursts: int  # first attempts a proxy repeated
@@ -52,6 +60,7 @@ class JobStats:
     deliveries: int
     duplicates_200: int
     duplicates_409: int
+    duplicates_waited: int
     retries: int
     successes_min: int
     successes_max: int
@@ -66,7 +75,7 @@ def misbehaviour(results: Sequence[RunResult], invariant: Invariant) -> Misbehav
     return Misbehaviour(
         timeouts=sum(d.seen is Seen.TIMEOUT for d in deliveries),
         retries_while_running=sum(
-            d.after == Seen.TIMEOUT and d.outcome == "duplicate_in_progress" for d in deliveries
+            d.after == Seen.TIMEOUT and d.outcome in _MET_THE_RUNNING_WORK for d in deliveries
         ),
         retries_after_error=sum(bool(d.after and d.after.startswith("status")) for d in deliveries),
         lost_acks=sum(d.seen is Seen.LOST_ACK for d in deliveries),
@@ -93,8 +102,9 @@ def job_stats(results: Sequence[RunResult], invariant: Invariant) -> list[JobSta
                 scheduled_runs=sum(not r.plan.manual for r in runs),
                 manual_runs=sum(r.plan.manual for r in runs),
                 deliveries=len(deliveries),
-                duplicates_200=sum(d.outcome == "duplicate_completed" for d in deliveries),
+                duplicates_200=sum(d.outcome in _DUPLICATE_200 for d in deliveries),
                 duplicates_409=sum(d.outcome == "duplicate_in_progress" for d in deliveries),
+                duplicates_waited=sum(d.outcome in WAITED_OUTCOMES for d in deliveries),
                 retries=sum(r.retries for r in runs),
                 successes_min=min(successes),
                 successes_max=max(successes),
@@ -112,8 +122,9 @@ _COLUMNS = (
     ("runs", "scheduled runs"),
     ("manual", "forced runs"),
     ("sent", "deliveries sent"),
-    ("dup200", "duplicates answered 200 without work (run already done)"),
-    ("dup409", "duplicates answered 409 without work (run in progress)"),
+    ("dup200", "duplicates answered 200 without work (run done, found at once or waited for)"),
+    ("dup409", "duplicates answered 409 without work (run still in progress when the wait ended)"),
+    ("waited", "duplicates that waited for the running attempt and answered with its outcome"),
     ("retries", "Scheduler retries"),
     ("ok/run", "successful executions of the work per run (min-max)"),
     ("failed", "executions that failed retryably (each retried)"),
@@ -143,6 +154,7 @@ def format_table(stats: Sequence[JobStats]) -> str:
                 str(s.deliveries),
                 str(s.duplicates_200),
                 str(s.duplicates_409),
+                str(s.duplicates_waited),
                 str(s.retries),
                 per_run,
                 str(s.failed_executions),

@@ -42,6 +42,10 @@ LONGEST_DEADLINE_S = 2.5
 # ... and no job's deadline is shorter than this, so that a loopback round
 # trip through the emulator never times out by accident.
 SHORTEST_DEADLINE_S = 1.0
+# An in-progress duplicate waits for the holder's outcome until this share of the
+# shortest compressed attempt deadline: the handler's own bound (a margin of at
+# least 2 s before the job's deadline) is in real seconds and would not fit.
+DUPLICATE_WAIT_SHARE = 0.8
 DEMO_JOBS_MODULE = "localrun.demo_jobs"
 
 
@@ -176,6 +180,12 @@ def handler_env(
             f"DEDUP_RETENTION_SECONDS {config.retention_seconds} -> {retention} "
             f"(not compressed: the window replays runs up to {window // 3600} h old)"
         )
+    shortest = min(job.attempt_deadline_s / speedup[job.id] for job in config.jobs)
+    wait = round(shortest * DUPLICATE_WAIT_SHARE, 2)
+    notes.append(
+        f"DEDUP_DUPLICATE_WAIT_SECONDS unset -> {wait} (a duplicate's wait for the running "
+        "attempt's outcome ends inside the shortest compressed deadline)"
+    )
     notes.append(f"DEDUP_JOBS_MODULE jobs -> {DEMO_JOBS_MODULE} (demo work, logged per execution)")
     notes.append(
         f"{SCHEDULES_VARIABLE}: the stack's jobs, retry windows compressed (at least "
@@ -197,6 +207,7 @@ def handler_env(
             "DEDUP_JOBS_MODULE": DEMO_JOBS_MODULE,
             SCHEDULES_VARIABLE: schedules_value(config, speedup, catch_up, lookback),
             LOOKBACK_VARIABLE: str(lookback),
+            "DEDUP_DUPLICATE_WAIT_SECONDS": str(wait),
             PLAN_ENV: str(files.plan),
             EVENTS_ENV: str(files.events),
             OUTAGE_OVER_ENV: str(files.outage_over),

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from runledger.audit import install_audit
 from runledger.config import Settings
@@ -32,8 +32,9 @@ from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
 from runledger.log import log_line
 from runledger.record import Status
-from runledger.schedules import audit_settings, check_jobs
+from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.store import RunStore
+from runledger.wait import DuplicateWait, Waited
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
@@ -81,6 +82,45 @@ def _duplicate_response(duplicate: Duplicate) -> Response:
     )
 
 
+def _waited_response(waited: Waited) -> Response:
+    """What the holder's outcome means for Scheduler, as the duplicate learnt it by waiting.
+
+    Completed answers 200 and failed for good 422, as for a duplicate of a run
+    already in that state. A retryable failure answers 500, as the holder did,
+    so Scheduler retries and its next delivery claims the released run. Still
+    held when the wait ran out, or the holder's lease gone: 409 as without a wait.
+    """
+    record = waited.record
+    if record is None:
+        return Response(409, "duplicate_in_progress", "run record gone while this delivery waited")
+    holder = f"attempt {record.attempt_id}"
+    if record.status is Status.COMPLETED:
+        return Response(
+            200,
+            "duplicate_waited_completed",
+            f"run completed under {holder} while this delivery waited; work not repeated",
+        )
+    if record.status is Status.FAILED:
+        return Response(
+            422, "duplicate_waited_failed", f"run failed terminally under {holder}: {record.error}"
+        )
+    if record.status is Status.RELEASED:
+        return Response(
+            500,
+            "duplicate_waited_released",
+            f"run failed retryably under {holder} ({record.error}); released for a retry",
+        )
+    return _duplicate_response(Duplicate(record.status, record))
+
+
+def configured_wait(settings: Settings, audit: AuditSettings) -> DuplicateWait | None:
+    """The duplicate wait DEDUP_DUPLICATE_WAIT_SECONDS asks for, bounded by each job's deadline."""
+    if settings.duplicate_wait == timedelta(0):
+        return None
+    deadlines = {schedule.id: schedule.attempt_deadline for schedule in audit.schedules}
+    return DuplicateWait(deadlines, settings.lease, settings.duplicate_wait)
+
+
 class App:
     def __init__(
         self,
@@ -90,6 +130,7 @@ class App:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_attempt_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         renewals: Renewals | None = None,
+        duplicate_wait: DuplicateWait | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -100,6 +141,8 @@ class App:
         self._renewals = RenewalScheduler() if renewals is None else renewals
         self._ledger: Ledger | None = None
         self._ledger_lock = threading.Lock()
+        # None: an in-progress duplicate is answered 409 at once.
+        self._duplicate_wait = duplicate_wait
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -117,7 +160,7 @@ class App:
 
         audit = audit_settings(env, settings)
         check_jobs(audit, jobs, settings.jobs_module)
-        app = cls(settings, jobs, firestore_store)
+        app = cls(settings, jobs, firestore_store, duplicate_wait=configured_wait(settings, audit))
         install_audit(app, audit)
         return app
 
@@ -137,7 +180,7 @@ class App:
     def handle(self, method: str, headers: Iterable[tuple[str, str]], body: bytes) -> Response:
         started = time.monotonic()
         fields: dict[str, object] = {}
-        response = self._respond(method, list(headers), body, fields)
+        response = self._respond(method, list(headers), body, fields, started)
         log_line(
             _SEVERITY.get(response.status // 100, "INFO"),
             response.message,
@@ -154,6 +197,7 @@ class App:
         headers: list[tuple[str, str]],
         body: bytes,
         fields: dict[str, object],
+        started: float,
     ) -> Response:
         if method.upper() != "POST":
             return Response(405, "rejected", f"method {method[:10]!r} not allowed; use POST")
@@ -177,9 +221,30 @@ class App:
             return _store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
-            return _duplicate_response(result)
+            return self._answer_duplicate(run, result, time.monotonic() - started, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, body, fields)
+
+    def _answer_duplicate(
+        self, run: RunIdentity, duplicate: Duplicate, spent_s: float, fields: dict[str, object]
+    ) -> Response:
+        """Answer a duplicate; one that meets a live lease first waits for the holder's outcome.
+
+        The wait goes to the request's log line (seconds, reads): with one request
+        per instance ("set concurrency to 1", Cloud Run: About concurrency), a
+        waiting duplicate keeps an instance busy that long.
+        """
+        wait = self._duplicate_wait
+        if wait is None or duplicate.status is not Status.IN_PROGRESS:
+            return _duplicate_response(duplicate)
+        try:
+            waited = wait.wait(
+                run.job, spent_s, duplicate.record, lambda: self.ledger.read(run.key), self._clock
+            )
+        except StoreUnavailable as exc:
+            return _store_response(exc, "ledger unavailable while waiting for the holder")
+        fields.update(waited_s=round(waited.waited_s, 3), wait_polls=waited.polls)
+        return _waited_response(waited)
 
     def catch_up(self, run: RunIdentity) -> Response:
         """Run a scheduled run the audit found missed or released, claimed as a delivery is.

@@ -41,6 +41,10 @@ class Settings:
     allowed_invokers: frozenset[str]
     allowed_projects: frozenset[str]
     allowed_regions: frozenset[str]
+    # DEDUP_DUPLICATE_WAIT_SECONDS: the longest an in-progress duplicate waits for
+    # the holder's outcome (see runledger.wait); None: as long as the job's attempt
+    # deadline allows; zero: answer 409 at once.
+    duplicate_wait: timedelta | None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -55,6 +59,21 @@ class Settings:
             if not raw.isdigit() or int(raw) <= 0:
                 raise ConfigError(f"{name}: {raw!r} is not a positive whole number of seconds")
             return timedelta(seconds=int(raw))
+
+        def wait_cap() -> timedelta | None:
+            raw = env.get("DEDUP_DUPLICATE_WAIT_SECONDS", "").strip()
+            if not raw:
+                return None
+            try:
+                value = float(raw)
+            except ValueError:
+                value = -1.0
+            if not 0 <= value <= facts.MAX_ATTEMPT_DEADLINE_S:
+                raise ConfigError(
+                    f"DEDUP_DUPLICATE_WAIT_SECONDS: {raw!r} is not a number of seconds from 0 "
+                    f"(no wait) to {facts.MAX_ATTEMPT_DEADLINE_S}"
+                )
+            return timedelta(seconds=value)
 
         def names(name: str) -> frozenset[str]:
             return frozenset(item.strip() for item in env.get(name, "").split(",") if item.strip())
@@ -96,6 +115,7 @@ class Settings:
             allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
+            duplicate_wait=wait_cap(),
         )
         if settings.retention <= settings.lease:
             raise ConfigError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench import dupwait
 from bench.audit_cost import MISSING_EVERY, AuditSize
 from bench.report import Report
 from bench.rpcs import DUP_COMPLETED, DUP_IN_PROGRESS, FIRST, RECLAIM
@@ -65,6 +66,12 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
         assert size["documents"] == 4
         assert size["total_bytes"] > 0
 
+    waits = samples.data["dupwait"]
+    completed, ran_on = waits[dupwait.COMPLETES]["handler"][0], waits[dupwait.RUNS_ON]["handler"][0]
+    assert (completed["status"], ran_on["status"]) == (200, 409)
+    assert dupwait.HOLDER_S <= completed["seconds"] < ran_on["seconds"]
+    assert ran_on["reads"] == 1 + 4  # the claim's read; polls at 0.5, 1.5, 3.5 and 4 s
+
     latency = samples.data["latency"]
     first_rtt = rtt_variant(FIRST_STREAM, RTT_MS)
     for side in ("handler", "baseline"):
@@ -90,7 +97,14 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     assert (large["reads"], large["rpcs"], large["expected_runs"]) == (0, 0, 21_600)
 
     table = Report(samples).markdown()
-    sections = ("RPCs per delivery", "Contention", "latency", "Cold start", "Audit cost", "Targets")
-    for section in sections:
+    for section in (
+        "RPCs per delivery",
+        "Duplicate wait",
+        "Contention",
+        "latency",
+        "Cold start",
+        "Audit cost",
+        "Targets",
+    ):
         assert section in table
     assert f"{FIRST_STREAM}, RTT {RTT_MS:g} ms, p50" in table
