@@ -8,11 +8,15 @@ default delivery every test assumes are stated once.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from localrun.handler_server import HANDLER_DIR
 from runledger.app import App, Response
 from runledger.config import Settings
 from runledger.delivery import identify_run
@@ -224,3 +228,19 @@ class Takeover:
         self.takeover_done.set()
         self._newer.join(10)
         return self.answers["newer"]
+
+
+def start_main(**env: str) -> subprocess.CompletedProcess[str]:
+    """Import the deployed entry point (`handler/main.py`) in a fresh process, as Cloud Run does.
+
+    `env` is added to this process's environment; the result carries the exit
+    status and the one line a bad setting prints.
+    """
+    return subprocess.run(
+        [sys.executable, "-c", "import main"],
+        cwd=HANDLER_DIR,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"} | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

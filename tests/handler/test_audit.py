@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from localrun.handler_server import HANDLER_DIR
 from runledger.app import App
 from runledger.audit import Audit, Finding, install_audit, schedule_times
 from runledger.context import RunContext
@@ -36,6 +32,7 @@ from tests.handler.support import (
     make_app,
     run_record,
     scheduler_headers,
+    start_main,
 )
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
@@ -362,23 +359,12 @@ def test_the_reserved_job_logs_one_line_per_finding_and_a_summary_once(firestore
     assert [line["outcome"] for line in lines[-2:]] == ["completed", "duplicate_completed"]
 
 
-def start_handler_with(**env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "import main"],
-        cwd=HANDLER_DIR,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"} | SCOPE | env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_start_up_stops_with_one_line_naming_a_scheduled_job_jobs_lacks():
     raw = schedules(
         {"id": "nightly-report", "schedule": "0 2 * * *"},
         {"id": "weekly-cleanup", "schedule": "0 3 * * 0"},
     )
-    result = start_handler_with(DEDUP_SCHEDULES=raw)
+    result = start_main(**SCOPE, DEDUP_SCHEDULES=raw)
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "handler configuration error: DEDUP_SCHEDULES: job 'weekly-cleanup' is not defined "
@@ -388,7 +374,7 @@ def test_start_up_stops_with_one_line_naming_a_scheduled_job_jobs_lacks():
 
 def test_start_up_accepts_schedules_for_the_jobs_it_has():
     raw = schedules({"id": "nightly-report", "schedule": "0 2 * * *", "catchUp": True})
-    assert start_handler_with(DEDUP_SCHEDULES=raw).returncode == 0
+    assert start_main(**SCOPE, DEDUP_SCHEDULES=raw).returncode == 0
 
 
 def test_a_user_job_cannot_take_the_reserved_id():

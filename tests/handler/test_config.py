@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from runledger.config import ManualRuns, Settings
 from runledger.exceptions import ConfigError
 from runledger.jobs import Jobs, load_jobs
 from tests.handler import machinery_jobs
+from tests.handler.support import start_main
 
 # The deployed function's source root: `main` and the default `jobs` are top-level there.
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "handler"
@@ -91,15 +89,7 @@ def test_manual_run_modes_are_the_shared_ones():
 
 
 def test_deployed_entry_point_refuses_a_database_id_firestore_rejects():
-    env = os.environ | {"DEDUP_DATABASE": "abc", "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run(
-        [sys.executable, "-c", "import main"],
-        cwd=HANDLER_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_main(DEDUP_DATABASE="abc")
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "handler configuration error: DEDUP_DATABASE: 'abc' is not a Firestore database id "

@@ -7,16 +7,13 @@ example jobs a team replaces.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import requests
 
-from localrun.handler_server import HANDLER_DIR, start_handler
+from localrun.handler_server import start_handler
 from tests.handler import machinery_jobs
-from tests.handler.support import scheduler_headers
+from tests.handler.support import scheduler_headers, start_main
 
 RECENT = "2026-10-16T12:00:00Z"
 
@@ -71,15 +68,7 @@ def test_served_handler_refuses_get_and_unknown_jobs(server):
 
 
 def test_bad_setting_stops_start_up_with_one_line_naming_the_variable():
-    env = os.environ | {"DEDUP_LEASE_SECONDS": "soon", "PYTHONWARNINGS": "ignore"}
-    result = subprocess.run(
-        [sys.executable, "-c", "import main"],
-        cwd=HANDLER_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = start_main(DEDUP_LEASE_SECONDS="soon")
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "handler configuration error: DEDUP_LEASE_SECONDS: 'soon' is not a positive "

@@ -19,15 +19,10 @@ from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_importing_the_rules_never_constructs_the_pack() -> None:
-    # A fresh interpreter where constructing PolicyPack (which would serve gRPC and
-    # block forever) raises instead; importing every rule module must not trigger it.
+def _import_every_pack_module(prelude: str) -> int:
+    """In a fresh interpreter, run `prelude`, import every module of the pack, count policies."""
     script = (
-        "import pulumi_policy\n"
-        "def refuse(*a, **k):\n"
-        "    raise SystemExit('PolicyPack constructed on import')\n"
-        "pulumi_policy.PolicyPack = refuse\n"
-        "import pkgutil, importlib, dedup_policies\n"
+        prelude + "import pkgutil, importlib, dedup_policies\n"
         "for m in pkgutil.iter_modules(dedup_policies.__path__):\n"
         "    importlib.import_module('dedup_policies.' + m.name)\n"
         "print(len(dedup_policies.policies()))\n"
@@ -41,32 +36,31 @@ def test_importing_the_rules_never_constructs_the_pack() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout) == len(policies())
+    return int(result.stdout)
+
+
+def test_importing_the_rules_never_constructs_the_pack() -> None:
+    # Constructing PolicyPack (which would serve gRPC and block forever) raises in the
+    # fresh interpreter; importing every rule module must not trigger it.
+    prelude = (
+        "import pulumi_policy\n"
+        "def refuse(*a, **k):\n"
+        "    raise SystemExit('PolicyPack constructed on import')\n"
+        "pulumi_policy.PolicyPack = refuse\n"
+    )
+    assert _import_every_pack_module(prelude) == len(policies())
 
 
 def test_the_pack_needs_nothing_from_the_rest_of_the_repository() -> None:
     # The pack is installed on its own (policies/requirements.txt): every module of it,
     # its copy of the shared facts included, must import with the repository's other
     # packages unavailable, although the dev venv has them installed.
-    script = (
+    prelude = (
         "import sys\n"
         "for name in ('runledger', 'dedup_schedule', 'localrun', 'offline', 'bench'):\n"
         "    sys.modules[name] = None\n"
-        "import pkgutil, importlib, dedup_policies\n"
-        "for m in pkgutil.iter_modules(dedup_policies.__path__):\n"
-        "    importlib.import_module('dedup_policies.' + m.name)\n"
-        "print(len(dedup_policies.policies()))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=DEFAULT_PACK_DIR,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert int(result.stdout) == len(policies())
+    assert _import_every_pack_module(prelude) == len(policies())
 
 
 def test_entry_point_builds_exactly_this_pack() -> None:
