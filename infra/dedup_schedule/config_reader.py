@@ -19,6 +19,7 @@ from dedup_schedule.config import (
     ScheduleConfig,
     TargetConfig,
 )
+from dedup_schedule.config_audit import check_audit, parse_alerts, parse_audit, parse_catch_up
 from dedup_schedule.config_values import ConfigValues
 from runledger import facts
 
@@ -60,6 +61,8 @@ PROJECT_KEYS = frozenset(
         "manualRuns",
         "handlerDir",
         "handlerRuntime",
+        "audit",
+        "alerts",
     }
 )
 _JOB_KEYS = frozenset(
@@ -73,6 +76,8 @@ _JOB_KEYS = frozenset(
         "contentType",
         "retry",
         "target",
+        "catchUp",
+        "catchUpMaxAge",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -179,6 +184,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
             f"{job.key('attemptDeadline')}: {deadline}s is outside Cloud Scheduler's "
             f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
         )
+    catch_up, catch_up_max_age = parse_catch_up(job)
     return JobConfig(
         id=job_id,
         schedule=" ".join(schedule.split()),
@@ -189,6 +195,8 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         content_type=job.optional_text("contentType") or "application/json",
         retry=_parse_retry(job, "retry"),
         target=_parse_target(job, "target"),
+        catch_up=catch_up,
+        catch_up_max_age_s=catch_up_max_age,
     )
 
 
@@ -299,7 +307,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         "a name prefix of 2-22 lowercase letters, digits or '-', starting with a letter",
     )
 
-    return ScheduleConfig(
+    config = ScheduleConfig(
         project=project,
         region=region,
         jobs=jobs,
@@ -327,4 +335,8 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         handler_runtime=reader.text(
             "handlerRuntime", "python312", _RUNTIME, "a Cloud Run functions Python runtime id"
         ),
+        audit=parse_audit(reader),
+        alerts=parse_alerts(reader),
     )
+    check_audit(config, reader, reader.key("jobs"))
+    return config
