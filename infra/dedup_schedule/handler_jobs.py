@@ -71,7 +71,7 @@ def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: st
     key_prefix: the namespace of the stack's keys (`scheduler-dedup:`), for the messages.
     """
     if not handler_dir.is_dir():
-        raise ConfigError(f"{key_prefix}handlerDir: {handler_dir} is not a directory")
+        raise ConfigError(f"{key_prefix}handlerDir: {handler_dir} does not exist")
     module = facts.DEFAULT_JOBS_MODULE
     defined = handler_job_ids(handler_dir, module, f"{key_prefix}handlerDir")
     where = f"{config.handler_dir}/{module}.py"

@@ -135,6 +135,13 @@ class RunMonitoring(pulumi.ComponentResource):
             }
         )
 
+    def _opts(self, depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:
+        """Options of this component's resources: created after the split by concern, so
+        (unlike `Placement.opts`) without an alias to a previous parent."""
+        return pulumi.ResourceOptions(
+            parent=self, depends_on=[*self._args.placement.apis, *depends_on]
+        )
+
     # --- notification channels ----------------------------------------------------------
 
     def _notification_channels(self) -> list[pulumi.Input[str]]:
@@ -150,7 +157,7 @@ class RunMonitoring(pulumi.ComponentResource):
                     display_name=f"{place.prefix} alerts: {email}",
                     labels={"email_address": email},
                 ),
-                opts=place.opts(self),
+                opts=self._opts(),
             )
             channels.append(channel.name)
         return channels
@@ -178,7 +185,7 @@ class RunMonitoring(pulumi.ComponentResource):
                 label_extractors={key: f"EXTRACT({field})" for key, field in labels.items()}
                 or None,
             ),
-            opts=place.opts(self),
+            opts=self._opts(),
         )
 
     def _runs_metric(self, findings: gcp.logging.Metric) -> gcp.logging.Metric:
@@ -281,7 +288,7 @@ class RunMonitoring(pulumi.ComponentResource):
                 label_extractors={"job": "EXTRACT(jsonPayload.job)"},
                 bucket_options=buckets,
             ),
-            opts=place.opts(self),
+            opts=self._opts(),
         )
 
     def _audit_metric(self) -> gcp.logging.Metric:
@@ -403,7 +410,7 @@ class RunMonitoring(pulumi.ComponentResource):
                     notification_channels=self._channels or None,
                     user_labels={"stack": place.prefix},
                 ),
-                opts=place.opts(self),
+                opts=self._opts(),
             )
         )
 
@@ -459,7 +466,7 @@ class RunMonitoring(pulumi.ComponentResource):
         return gcp.monitoring.Dashboard(
             place.name("dashboard"),
             gcp.monitoring.DashboardArgs(project=cfg.project, dashboard_json=json.dumps(layout)),
-            opts=place.opts(self, metrics),
+            opts=self._opts(metrics),
         )
 
 
