@@ -56,12 +56,12 @@ class RunMonitoringArgs:
 
 
 def _one_of(values: Sequence[str]) -> str:
-    """A Logging query value list: ("a" OR "b")."""
+    """A Logging query value list, ("a" OR "b") ("Logging query language")."""
     return "(" + " OR ".join(f'"{value}"' for value in values) + ")"
 
 
 def _label_in(label: str, values: Sequence[str]) -> str:
-    """A Monitoring filter on a metric label: metric.label.L=one_of("a","b")."""
+    """A Monitoring filter on a metric label: metric.label.L=one_of("a","b") (filter syntax)."""
     return f"metric.label.{label}=one_of(" + ",".join(f'"{value}"' for value in values) + ")"
 
 
