@@ -14,6 +14,7 @@ import pulumi
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
 from dedup_schedule.config import ConfigError
 from dedup_schedule.config_reader import parse_config
+from dedup_schedule.handler_jobs import check_handler_jobs
 from dedup_schedule.source import HandlerSourceError
 
 
@@ -48,9 +49,10 @@ def project_root() -> Path:
 
 try:
     config = parse_config(stack_values(pulumi.get_project()), pulumi.get_project())
+    handler_dir = project_root() / config.handler_dir
+    check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
     schedule = DedupSchedule(
-        config.name_prefix,
-        DedupScheduleArgs(config=config, handler_dir=project_root() / config.handler_dir),
+        config.name_prefix, DedupScheduleArgs(config=config, handler_dir=handler_dir)
     )
 except (ConfigError, HandlerSourceError) as error:
     # A clean one-line failure instead of a Python traceback in `pulumi up`.

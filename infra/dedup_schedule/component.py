@@ -9,7 +9,10 @@ per concern, each taking its inputs explicitly:
 * `RunLedger` (`ledger.py`): the Firestore database, TTL policies, ledger role and grant;
 * `HandlerService` (`handler_service.py`): source, image repository, build account
   and grants, the Cloud Run function, and who may invoke it;
-* `ScheduledJobs` (`jobs.py`): the Scheduler jobs and their proxy targets' grants.
+* `ScheduledJobs` (`jobs.py`): the Scheduler jobs (with the audit's) and their proxy
+  targets' grants;
+* `RunMonitoring` (`monitoring.py`): log-based metrics, alert policies and notification
+  channels, and a dashboard.
 
 Security model, each grant on the narrowest resource that works:
 
@@ -35,6 +38,7 @@ from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.handler_service import HandlerService, HandlerServiceArgs
 from dedup_schedule.jobs import ScheduledJobs, ScheduledJobsArgs
 from dedup_schedule.ledger import RunLedger, RunLedgerArgs
+from dedup_schedule.monitoring import RunMonitoring, RunMonitoringArgs
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import enable_apis, service_account
 
@@ -61,6 +65,7 @@ class DedupSchedule(pulumi.ComponentResource):
     build_service_account: pulumi.Output[str]
     database: pulumi.Output[str]
     collection: str
+    dashboard: pulumi.Output[str]
     force_run_commands: pulumi.Output[dict[str, str]]
 
     def __init__(
@@ -119,6 +124,17 @@ class DedupSchedule(pulumi.ComponentResource):
             ),
             children,
         )
+        monitoring = RunMonitoring(
+            f"{prefix}-monitoring",
+            RunMonitoringArgs(
+                placement=place,
+                config=cfg,
+                # A function's Cloud Run service takes the function's name, lowercased and
+                # with '_' as '-' ("Deploy a Cloud Run function"); the prefix has neither.
+                service_name=place.name("handler"),
+            ),
+            children,
+        )
 
         self.service_url = handler.service_url
         self.job_names = jobs.job_names
@@ -127,6 +143,7 @@ class DedupSchedule(pulumi.ComponentResource):
         self.build_service_account = handler.build_service_account
         self.database = ledger.database_name
         self.collection = cfg.collection
+        self.dashboard = monitoring.dashboard.id
         self.force_run_commands = self.job_names.apply(
             lambda names: {
                 job_name: (
@@ -146,5 +163,6 @@ class DedupSchedule(pulumi.ComponentResource):
                 "database": self.database,
                 "collection": self.collection,
                 "forceRunCommands": self.force_run_commands,
+                "dashboard": self.dashboard,
             }
         )

@@ -15,10 +15,11 @@ demo and (as a tested copy) the policy pack share.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from runledger import facts
+from runledger import facts, schedules
 
 
 class ConfigError(ValueError):
@@ -58,11 +59,27 @@ class JobConfig:
     content_type: str
     retry: facts.RetryPolicy
     target: TargetConfig | None = None
+    # Opt-in: the audit runs a missed or released run itself, if not older than the max age.
+    catch_up: bool = False
+    catch_up_max_age_s: int = int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds())
 
     @property
     def retry_window_s(self) -> float:
         """Longest time from the first attempt of a run until its last attempt can end."""
         return self.retry.retry_window_s(self.attempt_deadline_s)
+
+    def schedule_entry(self) -> dict[str, object]:
+        """This job's entry of DEDUP_SCHEDULES (the contract `runledger.schedules` reads)."""
+        return {
+            "id": self.id,
+            "schedule": self.schedule,
+            "timeZone": self.time_zone,
+            # Whole seconds, rounded up, so the audit never judges a run too early.
+            "retryWindowSeconds": math.ceil(self.retry_window_s),
+            "attemptDeadlineSeconds": self.attempt_deadline_s,
+            "catchUp": self.catch_up,
+            "catchUpMaxAgeSeconds": self.catch_up_max_age_s,
+        }
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,33 @@ class DatabaseConfig:
     location: str
     deletion_protection: bool
     point_in_time_recovery: bool
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """The stack's audit: its own Scheduler job, which checks every job's runs in the ledger.
+
+    enabled: deploy the audit job and the alert on an audit that stopped running.
+    schedule: unix-cron, evaluated in UTC; how often the audit runs.
+    lookback_s: how far back each audit looks; None means the handler's default
+        (6 hours, or retention minus lease if that is shorter).
+    """
+
+    enabled: bool = True
+    schedule: str = "*/30 * * * *"
+    lookback_s: int | None = None
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    """Where the stack's alert policies notify; with neither, the alerts exist but notify nobody.
+
+    notification_channels: existing Cloud Monitoring channels, `projects/P/notificationChannels/ID`.
+    emails: addresses the stack creates an e-mail notification channel for, one each.
+    """
+
+    notification_channels: tuple[str, ...] = ()
+    emails: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +145,8 @@ class ScheduleConfig:
     # Who may reach the function over the network: "internal-only", "internal-and-gclb"
     # or "all" (`ingress` config key).
     ingress: str
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
 
     @property
     def lease_seconds(self) -> int:
@@ -120,6 +166,45 @@ class ScheduleConfig:
         longest = max(job.retry_window_s for job in self.jobs)
         return math.ceil(max(longest, self.lease_seconds)) + self.retention_margin_s
 
+    @property
+    def audit_lookback_s(self) -> int:
+        """DEDUP_AUDIT_LOOKBACK_SECONDS: as configured, else the handler's own default."""
+        if self.audit.lookback_s is not None:
+            return self.audit.lookback_s
+        default = int(schedules.DEFAULT_LOOKBACK.total_seconds())
+        return min(default, self.retention_seconds - self.lease_seconds)
+
+    @property
+    def audit_job(self) -> JobConfig | None:
+        """The audit's own Scheduler job, delivered under the handler's reserved job id.
+
+        It may take as long as a request may (its catch-ups run inside it), up to
+        Cloud Scheduler's 30-minute limit, and is never retried: the next audit's
+        look-back covers the same runs again.
+        """
+        if not self.audit.enabled:
+            return None
+        return JobConfig(
+            id=schedules.AUDIT_JOB_ID,
+            schedule=self.audit.schedule,
+            time_zone="UTC",
+            description="Checks every scheduled run of this stack's jobs against the ledger",
+            attempt_deadline_s=min(self.request_timeout_s, facts.MAX_ATTEMPT_DEADLINE_S),
+            body=None,
+            content_type="application/json",
+            retry=facts.RetryPolicy(),
+        )
+
+    @property
+    def scheduler_jobs(self) -> tuple[JobConfig, ...]:
+        """Every Cloud Scheduler job the stack deploys: the configured ones and the audit."""
+        audit = self.audit_job
+        return self.jobs if audit is None else (*self.jobs, audit)
+
+    def schedules_json(self) -> str:
+        """DEDUP_SCHEDULES: every configured job's schedule and timing (not the audit's)."""
+        return json.dumps([job.schedule_entry() for job in self.jobs], separators=(",", ":"))
+
     def handler_env(self) -> dict[str, str]:
         """The handler's static DEDUP_* settings (the invoker allow-list is added at deploy)."""
         return {
@@ -134,4 +219,6 @@ class ScheduleConfig:
             "DEDUP_ALLOWED_PROJECTS": self.project,
             "DEDUP_ALLOWED_REGIONS": self.region,
             "GOOGLE_CLOUD_PROJECT": self.project,
+            schedules.VARIABLE: self.schedules_json(),
+            schedules.LOOKBACK_VARIABLE: str(self.audit_lookback_s),
         }

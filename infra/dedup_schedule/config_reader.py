@@ -19,6 +19,7 @@ from dedup_schedule.config import (
     ScheduleConfig,
     TargetConfig,
 )
+from dedup_schedule.config_audit import check_audit, parse_alerts, parse_audit, parse_catch_up
 from dedup_schedule.config_values import ConfigValues
 from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS
 from runledger import facts
@@ -62,6 +63,8 @@ PROJECT_KEYS = frozenset(
         "handlerDir",
         "handlerRuntime",
         "ingress",
+        "audit",
+        "alerts",
     }
 )
 _JOB_KEYS = frozenset(
@@ -75,6 +78,8 @@ _JOB_KEYS = frozenset(
         "contentType",
         "retry",
         "target",
+        "catchUp",
+        "catchUpMaxAge",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -181,6 +186,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
             f"{job.key('attemptDeadline')}: {deadline}s is outside Cloud Scheduler's "
             f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
         )
+    catch_up, catch_up_max_age = parse_catch_up(job)
     return JobConfig(
         id=job_id,
         schedule=" ".join(schedule.split()),
@@ -191,6 +197,8 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         content_type=job.optional_text("contentType") or "application/json",
         retry=_parse_retry(job, "retry"),
         target=_parse_target(job, "target"),
+        catch_up=catch_up,
+        catch_up_max_age_s=catch_up_max_age,
     )
 
 
@@ -314,7 +322,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         "a name prefix of 2-22 lowercase letters, digits or '-', starting with a letter",
     )
 
-    return ScheduleConfig(
+    config = ScheduleConfig(
         project=project,
         region=region,
         jobs=jobs,
@@ -348,4 +356,8 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
             re.compile("internal-only|internal-and-gclb|all"),
             "one of internal-only, internal-and-gclb, all",
         ),
+        audit=parse_audit(reader),
+        alerts=parse_alerts(reader),
     )
+    check_audit(config, reader, reader.key("jobs"))
+    return config

@@ -1,4 +1,4 @@
-"""`ScheduledJobs`: one Cloud Scheduler job per configured job, and its proxy target's grant.
+"""`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -81,7 +81,9 @@ class ScheduledJobs(pulumi.ComponentResource):
                 job,
                 [grants_applied, *target_grants.get(job.id, []), *target_apis],
             )
-            for job in args.config.jobs
+            # The configured jobs and the stack's audit (`ScheduleConfig.audit_job`), which
+            # calls the same handler with the same token and headers under its reserved id.
+            for job in args.config.scheduler_jobs
         ]
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})

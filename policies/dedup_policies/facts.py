@@ -197,3 +197,24 @@ DEFAULT_JOBS_MODULE = "jobs"
 # DEDUP_MANUAL_RUNS: "separate" runs a forced run under its own key, "reject" refuses it.
 MANUAL_RUN_MODES = ("separate", "reject")
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
+
+# --- the handler's log lines ----------------------------------------------------------------
+
+# `outcome` values of the handler's structured log lines (one per request from
+# runledger.app, one per audit finding and one summary from runledger.audit) that the
+# stack's log-based metrics and alerts count and the policy pack looks for in alerting.
+# tests/infra/test_infra_monitoring.py checks each against the line the handler writes.
+OUTCOME_FAILED_TERMINAL = "failed_terminal"  # the job raised TerminalJobError
+# The ledger could not be read or written: not reachable, permission not (yet) there,
+# or a database that can never hold it.
+LEDGER_UNAVAILABLE_OUTCOMES = ("store_unavailable", "store_permission_denied", "store_unusable")
+OUTCOME_RUN_MISSED = "run_missed"
+OUTCOME_RUN_STALE = "run_stale"
+OUTCOME_RUN_FAILED = "run_failed"
+OUTCOME_RUN_RELEASED = "run_released"
+OUTCOME_AUDIT_SUMMARY = "audit_summary"
+# A run that failed for good: at delivery, or found by the audit.
+FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
+# A scheduled run that never finished: none started, its lease ran out, or Scheduler's
+# retries ended on a retryable failure.
+MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEASED)

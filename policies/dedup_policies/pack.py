@@ -14,7 +14,14 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, Policy
 
-from dedup_policies import cloudrun_rules, iam_rules, ingress_rules, scheduler_rules, stack_rules
+from dedup_policies import (
+    alert_rules,
+    cloudrun_rules,
+    iam_rules,
+    ingress_rules,
+    scheduler_rules,
+    stack_rules,
+)
 
 PACK_NAME = "gcp-scheduler-dedup"
 PACK_DESCRIPTION = (
@@ -32,6 +39,7 @@ def policies() -> list[Policy]:
         *stack_rules.POLICIES,
         *iam_rules.POLICIES,
         *ingress_rules.POLICIES,
+        *alert_rules.POLICIES,
     ]
 
 

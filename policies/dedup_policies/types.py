@@ -61,3 +61,8 @@ def is_iam_grant(resource_type: str) -> bool:
         return False
     module = resource_type.split(":")[1].split("/")[-1].lower()
     return "iam" in module and module.endswith(("member", "binding", "policy"))
+
+
+# Cloud Logging log-based metrics and Cloud Monitoring alert policies (alerting rules).
+LOG_METRIC = "gcp:logging/metric:Metric"
+ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"

@@ -133,6 +133,21 @@ def test_handler_env_carries_every_dedup_setting() -> None:
         "DEDUP_ALLOWED_PROJECTS": "my-project-1",
         "DEDUP_ALLOWED_REGIONS": "us-central1",
         "GOOGLE_CLOUD_PROJECT": "my-project-1",
+        "DEDUP_SCHEDULES": json.dumps(
+            [
+                {
+                    "id": "nightly-report",
+                    "schedule": "0 2 * * *",
+                    "timeZone": "UTC",
+                    "retryWindowSeconds": 180,
+                    "attemptDeadlineSeconds": 180,
+                    "catchUp": False,
+                    "catchUpMaxAgeSeconds": 3600,
+                }
+            ],
+            separators=(",", ":"),
+        ),
+        "DEDUP_AUDIT_LOOKBACK_SECONDS": "21600",
     }
 
 

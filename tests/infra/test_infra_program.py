@@ -32,6 +32,7 @@ CHILD_COMPONENTS = (
     "scheduler-dedup:index:RunLedger",
     "scheduler-dedup:index:HandlerService",
     "scheduler-dedup:index:ScheduledJobs",
+    "scheduler-dedup:index:RunMonitoring",
 )
 IAM_TYPES = (
     "gcp:projects/iAMMember:IAMMember",
@@ -78,7 +79,12 @@ def test_one_component_owns_every_resource_with_names_from_the_prefix(resources)
     children = [only(resources, type_) for type_ in CHILD_COMPONENTS]
 
     assert component.parent == stack.urn
-    assert {child.name for child in children} == {"dedup-ledger", "dedup-service", "dedup-jobs"}
+    assert {child.name for child in children} == {
+        "dedup-ledger",
+        "dedup-service",
+        "dedup-jobs",
+        "dedup-monitoring",
+    }
     assert all(child.parent == component.urn for child in children)
     owners = {component.urn, *(child.urn for child in children)}
     for resource in resources:
@@ -113,8 +119,10 @@ def test_resources_moved_into_child_components_keep_their_previous_urns(
         "dedup-run-job-role-batch-jobs-prod",
         "dedup-job-hourly-sync",
     } <= moved
+    # Monitoring came after the split: its resources never had another parent.
+    monitoring = only(resources, "scheduler-dedup:index:RunMonitoring")
     for resource in resources:
-        if resource.custom:
+        if resource.custom and resource.parent != monitoring.urn:
             previous = (
                 f"urn:pulumi:test::scheduler-dedup::{COMPONENT}${resource.type}::{resource.name}"
             )
@@ -237,7 +245,8 @@ def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
 def test_one_scheduler_job_per_configured_job(resources) -> None:
     jobs = {job.inputs["name"]: job.inputs for job in resources.of_type(JOB)}
 
-    assert sorted(jobs) == ["hourly-sync", "invoice-export", "nightly-report"]
+    # The configured jobs, and the stack's audit job (tests/infra/test_infra_audit.py).
+    assert sorted(jobs) == ["hourly-sync", "invoice-export", "nightly-report", "runledger-audit"]
     nightly = jobs["nightly-report"]
     assert nightly["schedule"] == "15 1 * * *"
     assert nightly["timeZone"] == "Europe/Berlin"
@@ -485,7 +494,12 @@ def test_runtime_role_description_says_what_it_allows(resources) -> None:
 def test_stack_outputs_tell_the_user_what_was_built(resources) -> None:
     outputs = resources.stack_outputs
 
-    assert outputs["jobNames"] == ["nightly-report", "hourly-sync", "invoice-export"]
+    assert outputs["jobNames"] == [
+        "nightly-report",
+        "hourly-sync",
+        "invoice-export",
+        "runledger-audit",
+    ]
     assert outputs["runtimeServiceAccount"] == email("runtime")
     assert outputs["invokerServiceAccount"] == email("invoker")
     assert outputs["buildServiceAccount"] == email("build")

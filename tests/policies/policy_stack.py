@@ -239,6 +239,64 @@ def compliant_stack(
             {"retryCount": 5.0, "minBackoffDuration": "10s", "maxBackoffDuration": "300s"},
             headers,
         ),
+        *alerting(),
+    ]
+
+
+def _log_metric(name: str, outcome_filter: str) -> StackResource:
+    return resource(
+        "gcp:logging/metric:Metric",
+        name,
+        {
+            "project": PROJECT,
+            "name": name,
+            "filter": 'resource.type="cloud_run_revision" AND '
+            f'resource.labels.service_name="demo-handler"{outcome_filter}',
+        },
+    )
+
+
+def _alert(name: str, metric: str, selector: str) -> StackResource:
+    metric_urn = urn("gcp:logging/metric:Metric", metric)
+    return resource(
+        "gcp:monitoring/alertPolicy:AlertPolicy",
+        name,
+        {
+            "project": PROJECT,
+            "displayName": name,
+            "combiner": "OR",
+            "conditions": [
+                {
+                    "displayName": name,
+                    "conditionThreshold": {
+                        "filter": 'resource.type="cloud_run_revision" AND '
+                        f'metric.type="logging.googleapis.com/user/{metric}" AND {selector}',
+                        "comparison": "COMPARISON_GT",
+                        "thresholdValue": 0.0,
+                        "duration": "0s",
+                    },
+                }
+            ],
+        },
+        deps={"conditions": [metric_urn]},
+    )
+
+
+def alerting() -> list[StackResource]:
+    """What the program's RunMonitoring registers for failed and missed runs, in brief."""
+    return [
+        _log_metric("demo-runs", " AND jsonPayload.duration_ms>=0"),
+        _log_metric(
+            "demo-findings",
+            ' AND jsonPayload.outcome=("run_missed" OR "run_stale" OR "run_failed" OR '
+            '"run_released")',
+        ),
+        _alert("demo-alert-failed", "demo-runs", 'metric.label.outcome="failed_terminal"'),
+        _alert(
+            "demo-alert-missed",
+            "demo-findings",
+            'metric.label.kind=one_of("run_missed","run_stale","run_released")',
+        ),
     ]
 
 

@@ -475,6 +475,46 @@ VARIANTS = [
         "demo-handler",
         "accepts ALLOW_ALL ingress",
     ),
+    Variant(
+        "no-alert-on-missed-runs",
+        remove("demo-alert-missed"),
+        {"dedup-run-alerting": ADVISORY},
+        "demo-handler",
+        "scheduled runs the audit found missed",
+    ),
+    Variant(
+        "failed-run-alert-disabled",
+        on("demo-alert-failed", lambda p: p.__setitem__("enabled", False)),
+        {"dedup-run-alerting": ADVISORY},
+        "demo-handler",
+        "outcome 'failed_terminal' or 'run_failed'",
+    ),
+    Variant(
+        "failed-run-alert-on-another-metric",
+        on(
+            "demo-alert-failed",
+            lambda p: p["conditions"][0]["conditionThreshold"].__setitem__(
+                "filter", 'metric.type="logging.googleapis.com/user/demo-runs-total"'
+            ),
+        ),
+        {"dedup-run-alerting": ADVISORY},
+        "demo-handler",
+        "RunMonitoring creates both",
+    ),
+    Variant(
+        "missed-run-alert-watches-only-stale-runs",
+        on(
+            "demo-alert-missed",
+            lambda p: p["conditions"][0]["conditionThreshold"].__setitem__(
+                "filter",
+                'metric.type="logging.googleapis.com/user/demo-findings" AND '
+                'metric.label.kind="run_stale"',
+            ),
+        ),
+        {"dedup-run-alerting": ADVISORY},
+        "demo-handler",
+        "outcome 'run_missed'",
+    ),
 ]
 
 
@@ -556,3 +596,21 @@ def test_message_starts_with_description_then_fix(stack: list[StackResource], ch
     description, _, fix = diagnostic.message.partition("\n")
     assert description == "Cloud Scheduler jobs use a unix-cron schedule (not groc)."
     assert "Rewrite it in unix-cron" in fix
+
+
+def test_a_log_match_alert_on_the_outcome_counts_as_alerting(stack, check) -> None:
+    # Log-based alerting (conditionMatchedLog) watches the handler's lines without a metric.
+    edit(
+        stack,
+        "demo-alert-failed",
+        lambda p: p["conditions"][0].update(
+            conditionThreshold=None,
+            conditionMatchedLog={"filter": 'jsonPayload.outcome="failed_terminal"'},
+        ),
+    )
+    assert check(stack) == []
+
+
+def test_a_stack_without_a_dedup_handler_needs_no_alerting(check) -> None:
+    grant = project_grant("demo-grant", "roles/datastore.user")
+    assert "dedup-run-alerting" not in {d.policy for d in check([grant])}

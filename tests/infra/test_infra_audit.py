@@ -1,0 +1,400 @@
+"""The stack's audit side: DEDUP_SCHEDULES, the audit job, the handler-job check, monitoring.
+
+The program runs under mocks on a copy of the project (see conftest.py); the
+settings it writes for the handler are read back with the handler's own parser,
+and the log fields the metrics count are checked against lines the handler writes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dedup_schedule.config import ConfigError
+from dedup_schedule.config_reader import parse_config
+from offline.mockrun import CapturedResource, ProgramFailed, run_program
+from runledger import facts
+from runledger.audit import AuditReport, Finding, log_report
+from runledger.config import Settings
+from runledger.exceptions import StoreUnavailable, TerminalJobError
+from runledger.memory_store import MemoryRunStore
+from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from tests.handler.support import FakeClock, deliver, make_app
+from tests.infra.conftest import write_handler
+
+NS = "scheduler-dedup:"
+FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+JOB = "gcp:cloudscheduler/job:Job"
+METRIC = "gcp:logging/metric:Metric"
+POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
+CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+CHANNEL_ID = "projects/dedup-test-project/notificationChannels/123456"
+
+
+@pytest.fixture
+def run(make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]):
+    """Run the program on the multi-job stack, changed by `**extra` keys (without namespace)."""
+
+    def go(**extra: Any) -> list[CapturedResource]:
+        config = {**multi_job_config, **{f"{NS}{key}": value for key, value in extra.items()}}
+        return run_program(make_stack(config), "test")
+
+    return go
+
+
+def environment(resources: list[CapturedResource]) -> dict[str, str]:
+    (function,) = [r for r in resources if r.type == FUNCTION]
+    return function.inputs["serviceConfig"]["environmentVariables"]
+
+
+def jobs_by_name(resources: list[CapturedResource]) -> dict[str, dict[str, Any]]:
+    return {r.inputs["name"]: r.inputs for r in resources if r.type == JOB}
+
+
+def conditions(policy: CapturedResource) -> list[dict[str, Any]]:
+    return policy.inputs["conditions"]
+
+
+def condition_filter(condition: dict[str, Any]) -> str:
+    kind = condition.get("conditionThreshold") or condition["conditionAbsent"]
+    return kind["filter"]
+
+
+# --- DEDUP_SCHEDULES: the program's env, read by the handler's own parser -----------------
+
+
+def test_the_handler_reads_the_schedules_the_stack_deploys(run, multi_job_config) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[1].update(catchUp=True, catchUpMaxAge="90m")
+
+    env = environment(run(jobs=jobs, audit={"lookback": "8h"}))
+    audit = audit_settings(env, Settings.from_env(env))
+
+    by_id = {schedule.id: schedule for schedule in audit.schedules}
+    assert list(by_id) == ["nightly-report", "hourly-sync", "invoice-export"]
+    nightly = by_id["nightly-report"]
+    assert (nightly.schedule, nightly.time_zone) == ("15 1 * * *", "Europe/Berlin")
+    # retryCount 3 within maxRetryDuration 2h: the window ends 2h + one 10m deadline later.
+    assert nightly.retry_window.total_seconds() == 7200 + 600
+    assert nightly.attempt_deadline.total_seconds() == 600
+    assert not nightly.catch_up
+    sync = by_id["hourly-sync"]
+    assert sync.catch_up and sync.catch_up_max_age.total_seconds() == 90 * 60
+    assert audit.lookback.total_seconds() == 8 * 3600
+    assert (audit.project, audit.region) == ("dedup-test-project", "europe-west3")
+
+
+def test_every_configured_job_is_in_dedup_schedules_and_the_audit_is_not(run) -> None:
+    env = environment(run())
+    entries = json.loads(env["DEDUP_SCHEDULES"])
+
+    assert [entry["id"] for entry in entries] == ["nightly-report", "hourly-sync", "invoice-export"]
+    assert all(
+        set(entry)
+        == {
+            "id",
+            "schedule",
+            "timeZone",
+            "retryWindowSeconds",
+            "attemptDeadlineSeconds",
+            "catchUp",
+            "catchUpMaxAgeSeconds",
+        }
+        for entry in entries
+    )
+
+
+# --- the audit's Scheduler job --------------------------------------------------------------
+
+
+def test_the_audit_job_calls_the_handler_as_every_job_does(run) -> None:
+    jobs = jobs_by_name(run(audit={"schedule": "*/20 * * * *"}))
+
+    audit, nightly = jobs[AUDIT_JOB_ID], jobs["nightly-report"]
+    assert audit["schedule"] == "*/20 * * * *"
+    assert audit["timeZone"] == "UTC"
+    assert audit["httpTarget"]["uri"] == nightly["httpTarget"]["uri"]
+    assert audit["httpTarget"]["oidcToken"] == nightly["httpTarget"]["oidcToken"]
+    assert {k: v for k, v in audit["httpTarget"]["headers"].items() if k != "Content-Type"} == {
+        k: v for k, v in nightly["httpTarget"]["headers"].items() if k != "Content-Type"
+    }
+    # Never retried: the next audit looks at the same runs again.
+    assert audit["retryConfig"]["retryCount"] == 0
+
+
+def test_a_disabled_audit_deploys_no_job_and_no_absence_alert(run) -> None:
+    resources = run(audit={"enabled": False})
+
+    assert AUDIT_JOB_ID not in jobs_by_name(resources)
+    policies = [r for r in resources if r.type == POLICY]
+    assert policies
+    assert not any("conditionAbsent" in c for p in policies for c in conditions(p))
+    # The handler still knows the schedules (start-up check, CLI).
+    assert json.loads(environment(resources)["DEDUP_SCHEDULES"])
+
+
+# --- plan time: the handler must define every job -------------------------------------------
+
+
+def test_a_job_the_handler_lacks_stops_the_program_naming_it(run, multi_job_config) -> None:
+    jobs = [*multi_job_config[f"{NS}jobs"], {"id": "ghost-job", "schedule": "0 3 * * *"}]
+
+    with pytest.raises(ProgramFailed) as caught:
+        run(jobs=jobs)
+
+    message = str(caught.value)
+    assert f"{NS}jobs[3].id: 'ghost-job' is not defined in handler/jobs.py" in message
+    assert "404" in message
+
+
+def test_a_handler_defining_the_audit_id_stops_the_program(run, project_copy: Path) -> None:
+    write_handler(
+        project_copy / "handler",
+        {
+            "jobs.py": "JOBS = {j: print for j in "
+            f"('nightly-report', 'hourly-sync', 'invoice-export', '{AUDIT_JOB_ID}')}}\n"
+        },
+    )
+
+    with pytest.raises(ProgramFailed, match=f"{NS}handlerDir: .*'{AUDIT_JOB_ID}'"):
+        run()
+
+
+def test_a_jobs_module_that_cannot_load_is_a_clear_error(run, project_copy: Path) -> None:
+    write_handler(project_copy / "handler", {"jobs.py": "import not_installed_anywhere\n"})
+
+    with pytest.raises(ProgramFailed) as caught:
+        run()
+
+    message = str(caught.value)
+    assert message.startswith(f"{NS}handlerDir: cannot read the job ids of jobs.py")
+    assert "not_installed_anywhere" in message
+    assert "Traceback" not in message
+
+
+# --- config errors name the key ---------------------------------------------------------
+
+
+def minimal(**extra: Any) -> dict[str, Any]:
+    return {
+        "gcp:project": "my-project-1",
+        "gcp:region": "us-central1",
+        f"{NS}jobs": [{"id": "nightly-report", "schedule": "0 2 * * *"}],
+        **{f"{NS}{key}": value for key, value in extra.items()},
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"jobs": [{"id": AUDIT_JOB_ID, "schedule": "0 2 * * *"}]},
+            f"{NS}jobs[0].id: '{AUDIT_JOB_ID}' is reserved",
+        ),
+        (
+            {
+                "jobs": [{"id": "a", "schedule": "0 2 * * *", "catchUp": True}],
+                "audit": {"enabled": False},
+            },
+            f"{NS}jobs[0].catchUp: catch-up runs inside the audit",
+        ),
+        (
+            {
+                "jobs": [
+                    {"id": "a", "schedule": "0 2 * * *", "catchUp": True, "catchUpMaxAge": "2d"}
+                ],
+            },
+            f"{NS}jobs[0].catchUpMaxAge: '2d' is not a duration",
+        ),
+        (
+            {
+                "jobs": [
+                    {"id": "a", "schedule": "0 2 * * *", "catchUp": True, "catchUpMaxAge": "48h"}
+                ],
+            },
+            f"{NS}jobs[0].catchUpMaxAge: 172800s plus the",
+        ),
+        ({"audit": {"schedule": "every 30 minutes"}}, f"{NS}audit.schedule: 'every 30 minutes'"),
+        ({"audit": {"lookback": "30m"}}, f"{NS}audit.lookback: 1800s is too short"),
+        ({"audit": {"lookback": "30h"}}, f"{NS}audit.lookback: 108000s must be shorter"),
+        ({"audit": {"schedule": "0 2 * * 1"}}, f"{NS}audit.lookback: 21600s is too short"),
+        (
+            {"audit": {"schedule": "0 2 * * 1", "lookback": "192h"}, "retentionMargin": "216h"},
+            f"{NS}audit.schedule: the audit runs up to 604800s apart",
+        ),
+        ({"audit": {"interval": "5m"}}, f"{NS}audit.interval: unknown key"),
+        (
+            {"alerts": {"notificationChannels": ["123456"]}},
+            f"{NS}alerts.notificationChannels[0]: '123456' is not projects/",
+        ),
+        ({"alerts": {"emails": ["ops"]}}, f"{NS}alerts.emails[0]: 'ops' is not an e-mail"),
+    ],
+)
+def test_bad_audit_settings_are_rejected_naming_the_key(
+    extra: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(**extra))
+
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+# --- monitoring -----------------------------------------------------------------------------
+
+
+def test_every_alert_watches_a_log_metric_of_the_handlers_lines(run) -> None:
+    resources = run()
+    (function,) = [r for r in resources if r.type == FUNCTION]
+    metrics = {r.inputs["name"]: r for r in resources if r.type == METRIC}
+    policies = {r.inputs["displayName"]: r for r in resources if r.type == POLICY}
+
+    assert set(metrics) == {
+        "dedup-runs",
+        "dedup-findings",
+        "dedup-attempts",
+        "dedup-latency",
+        "dedup-audits",
+    }
+    for metric in metrics.values():
+        # Only this stack's function: its Cloud Run service carries the function's name.
+        assert metric.inputs["filter"].startswith(
+            'resource.type="cloud_run_revision" AND resource.labels.service_name='
+            f'"{function.inputs["name"]}"'
+        )
+    assert set(policies) == {
+        "dedup: Scheduled run failed for good",
+        "dedup: Run ledger unavailable",
+        "dedup: Scheduled run missed",
+        "dedup: Run audit stopped",
+    }
+    for policy in policies.values():
+        for condition in conditions(policy):
+            watched = [
+                name
+                for name in metrics
+                if f'metric.type="logging.googleapis.com/user/{name}"'
+                in condition_filter(condition)
+            ]
+            assert len(watched) == 1, condition["displayName"]
+            # The policy is created after the metric it names.
+            assert metrics[watched[0]].urn in policy.dependencies
+    failed = [
+        condition_filter(c) for c in conditions(policies["dedup: Scheduled run failed for good"])
+    ]
+    assert any('outcome="failed_terminal"' in f and "user/dedup-runs" in f for f in failed)
+    assert any('"run_failed"' in f and "user/dedup-findings" in f for f in failed)
+    missed = condition_filter(conditions(policies["dedup: Scheduled run missed"])[0])
+    assert all(f'"{kind}"' in missed for kind in ("run_missed", "run_stale", "run_released"))
+    ledger = conditions(policies["dedup: Run ledger unavailable"])[0]["conditionThreshold"]
+    assert '"store_unavailable"' in ledger["filter"]
+    assert ledger["duration"] == "300s"
+    absent = conditions(policies["dedup: Run audit stopped"])[0]["conditionAbsent"]
+    assert "user/dedup-audits" in absent["filter"]
+    # Every 30 minutes, a 600s attempt deadline, 5 minutes of slack.
+    assert absent["duration"] == f"{1800 + 600 + 300}s"
+
+
+def test_metrics_extract_the_fields_the_handler_logs(run) -> None:
+    metrics = {r.inputs["name"]: r.inputs for r in run() if r.type == METRIC}
+
+    assert metrics["dedup-runs"]["labelExtractors"] == {
+        "outcome": "EXTRACT(jsonPayload.outcome)",
+        "job": "EXTRACT(jsonPayload.job)",
+    }
+    assert metrics["dedup-findings"]["labelExtractors"]["kind"] == "EXTRACT(jsonPayload.outcome)"
+    assert metrics["dedup-attempts"]["valueExtractor"] == "EXTRACT(jsonPayload.attempts)"
+    assert metrics["dedup-latency"]["valueExtractor"] == "EXTRACT(jsonPayload.duration_ms)"
+    assert metrics["dedup-latency"]["metricDescriptor"]["valueType"] == "DISTRIBUTION"
+    assert '"audit_summary"' in metrics["dedup-audits"]["filter"]
+
+
+def test_alerts_notify_the_configured_channels_and_emails(run) -> None:
+    resources = run(alerts={"notificationChannels": [CHANNEL_ID], "emails": ["ops@example.com"]})
+
+    (channel,) = [r for r in resources if r.type == CHANNEL]
+    assert channel.inputs["type"] == "email"
+    assert channel.inputs["labels"] == {"email_address": "ops@example.com"}
+    for policy in (r for r in resources if r.type == POLICY):
+        assert CHANNEL_ID in policy.inputs["notificationChannels"]
+        assert channel.urn in policy.property_dependencies["notificationChannels"]
+
+
+def test_without_channels_the_alerts_still_exist(run) -> None:
+    resources = run()
+
+    assert not [r for r in resources if r.type == CHANNEL]
+    policies = [r for r in resources if r.type == POLICY]
+    assert len(policies) == 4
+    assert all("notificationChannels" not in p.inputs for p in policies)
+
+
+def test_the_dashboard_charts_runs_attempts_and_latency(run) -> None:
+    (dashboard,) = [r for r in run() if r.type == DASHBOARD]
+    layout = json.loads(dashboard.inputs["dashboardJson"])
+
+    charts = {
+        tile["widget"]["title"]: tile["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"][
+            "timeSeriesFilter"
+        ]
+        for tile in layout["mosaicLayout"]["tiles"]
+    }
+    runs = charts["Runs by outcome and job"]
+    assert "user/dedup-runs" in runs["filter"]
+    assert runs["aggregation"]["groupByFields"] == ["metric.label.outcome", "metric.label.job"]
+    assert "user/dedup-attempts" in charts["Attempts per run (99th percentile), by job"]["filter"]
+    assert (
+        "user/dedup-latency" in charts["Handler latency in ms (99th percentile), by job"]["filter"]
+    )
+
+
+# --- the outcome names the alerts count are the handler's -----------------------------------
+
+
+def logged(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+
+
+def test_request_lines_carry_the_outcomes_and_fields_the_metrics_count(capsys) -> None:
+    def fails(_context: object) -> None:
+        raise TerminalJobError("bad input")
+
+    app = make_app(MemoryRunStore(), {"nightly-report": fails}, FakeClock())
+    deliver(app)
+    (line,) = logged(capsys)
+
+    assert line["outcome"] == facts.OUTCOME_FAILED_TERMINAL
+    assert line["job"] == "nightly-report"
+    assert line["attempts"] == 1
+    assert line["duration_ms"] >= 0
+
+    class Unreachable:
+        def __getattr__(self, name: str) -> Callable[..., None]:
+            def fail(*_args: object, **_kwargs: object) -> None:
+                raise StoreUnavailable("no route to Firestore")
+
+            return fail
+
+    down = make_app(Unreachable(), {"nightly-report": fails}, FakeClock())  # type: ignore[arg-type]
+    deliver(down)
+    (line,) = logged(capsys)
+    assert line["outcome"] in facts.LEDGER_UNAVAILABLE_OUTCOMES
+
+
+def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
+    assert {finding.outcome for finding in Finding} == {
+        *facts.MISSED_RUN_OUTCOMES,
+        facts.OUTCOME_RUN_FAILED,
+    }
+    stream = io.StringIO()
+    now = datetime(2026, 10, 16, tzinfo=UTC)
+    log_report(AuditReport(now, now, jobs=0, checked=0, pending=0, reads=0), stream)
+
+    (summary,) = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert summary["outcome"] == facts.OUTCOME_AUDIT_SUMMARY
