@@ -1,8 +1,10 @@
 """What one audit costs: documents read, BatchGetDocuments calls and wall time, N jobs x window.
 
-The audit (`runledger.audit.Audit`) reads one document per settled schedule
-time, by key, in batches of `audit.BATCH`; a larger audit than
-`audit.MAX_READS` is refused before it reads anything. This runs the
+The audit (`runledger.audit.Audit`) reads each job's epoch (one batch) and one
+document per settled schedule time, by key, in batches of `audit.BATCH`; a
+larger audit than `audit.MAX_READS` is refused before it reads anything. The
+epochs are recorded before the window, as by a stack deployed earlier, so the
+whole window is judged. This runs the
 handler's own Audit on the real Firestore store, in-process on a counted
 client, against a collection seeded with a completed record for every
 expected run but every 50th (those are missing: the audit reports them, and a
@@ -23,6 +25,7 @@ from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
 from localrun.rpccount import RpcCounter
 from runledger.audit import MAX_READS, Audit, AuditTooLarge, expected_runs
+from runledger.epochs import read_epochs, record_epochs
 from runledger.firestore_store import FirestoreRunStore
 from runledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, parse_schedules
@@ -62,8 +65,8 @@ class AuditCost:
     window_hours: float
     expected_runs: int  # schedule times in the window, settled or not
     checked: int  # settled ones, the ones read (0 when refused)
-    reads: int  # documents requested (billed reads), counted at the client
-    rpcs: int  # BatchGetDocuments calls, counted at the client
+    reads: int  # documents requested (billed reads: epochs and runs), counted at the client
+    rpcs: int  # BatchGetDocuments calls (one for the epochs), counted at the client
     wall_s: float
     findings: int
     refused: str | None  # the AuditTooLarge message, when the audit would exceed MAX_READS
@@ -134,9 +137,19 @@ def measure_audit(
     collection = f"audit_{size.jobs}x{size.every_minutes}_{uuid.uuid4().hex[:8]}"
     settings = audit_settings(size)
     store = FirestoreRunStore(counted, collection)
-    audit = Audit(settings, lease=LEASE, read=store.get_many, clock=lambda: now)
+    audit = Audit(
+        settings,
+        lease=LEASE,
+        read=store.get_many,
+        clock=lambda: now,
+        # Recorded below: the handler's audit would only read them now.
+        epochs=lambda jobs, _now: read_epochs(store, PROJECT, REGION, jobs),
+    )
     if size.schedule_times <= MAX_READS:  # a larger audit is refused unread: nothing to seed
         seed(setup, collection, audit, settings, now)
+        deployed = now - settings.lookback - timedelta(hours=1)
+        setup_store = FirestoreRunStore(setup, collection)
+        record_epochs(setup_store, PROJECT, REGION, settings.schedules, deployed)
     costs = []
     for _ in range(reps):
         rpc.reset()

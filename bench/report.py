@@ -404,7 +404,8 @@ class Report:
         ]
         title = (
             "**Audit cost**: one audit by the handler's own code, in-process on a counted client; "
-            f"one read per settled schedule time, {BATCH} keys per BatchGetDocuments, at most "
+            f"one read per job's epoch and per settled schedule time, {BATCH} keys per "
+            "BatchGetDocuments, at most "
             f"{MAX_READS:,} reads (a larger audit is refused before reading); the ledger holds a "
             "completed record for every run but every 50th, which is reported missed"
         )

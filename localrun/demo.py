@@ -34,6 +34,7 @@ from localrun.demo_audit import (
     expected_findings,
     format_audit,
     late_runs,
+    record_deploy_epochs,
     settled_by,
 )
 from localrun.demo_invariant import Invariant, check_invariant
@@ -346,15 +347,18 @@ def run_demo(
         files.plan,
         WorkPlan(tuple(j.id for j in jobs), {p.label: p.script for p in plans}, Step(0.05)),
     )
+    audit_since = replayed_since(jobs, now, options.runs)
     env = handler_env(
         config,
         speedup,
         plans,
         now,
         files,
-        audit_since=replayed_since(jobs, now, options.runs),
+        audit_since=audit_since,
         catch_up=options.catch_up,
     )
+    # The stack "was deployed" before the oldest run the demo replays.
+    deployed = min([plan.schedule_time for plan in plans if not plan.manual] + [audit_since])
 
     _print_setup(say, options, jobs, speedup, env.notes, len(plans))
 
@@ -373,6 +377,7 @@ def run_demo(
             if emulator is None:
                 say("starting the Firestore emulator ...")
                 emulator = started_emulator = start_emulator(project=config.project)
+            record_deploy_epochs(emulator, env.env, deployed)
             say("starting the handler (functions-framework) ...")
             handler = start_handler({**emulator.env(), **env.env})
         transport = HttpTransport(handler.url)

@@ -1,5 +1,11 @@
 """The demo's audit: the handler's reserved audit job, and what it found against what happened.
 
+The demo replays fire times of the past hours, as if the stack had been running
+then. A deployed stack's first audit records each job's epoch, and nothing
+before it is judged (`runledger.epochs`); so before the replay the demo records
+the epochs a stack deployed before those runs would have, through the
+handler's own code, in the handler's project and database.
+
 After the Scheduler is done, the demo delivers `runledger-audit` to the handler
 as the stack's audit Scheduler job would. The handler claims that run in the
 ledger, audits every job's schedule times and logs one structured line per
@@ -19,14 +25,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localrun.demo_invariant import Invariant
 from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
 from runledger.audit import ExpectedRun, Finding
-from runledger.schedules import AUDIT_JOB_ID, LOOKBACK_VARIABLE, parse_schedules
+from runledger.config import Settings
+from runledger.epochs import record_epochs
+from runledger.schedules import AUDIT_JOB_ID, LOOKBACK_VARIABLE, audit_settings, parse_schedules
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
+
+if TYPE_CHECKING:
+    from localrun.emulator import FirestoreEmulator
 
 # The audit and its catch-ups run inside one request; a few dozen runs take seconds.
 AUDIT_TIMEOUT_S = 60.0
@@ -71,6 +82,22 @@ class AuditOutcome:
             "accounts_for_every_run": not self.problems,
             "problems": list(self.problems),
         }
+
+
+def record_deploy_epochs(
+    emulator: FirestoreEmulator, env: Mapping[str, str], deployed: datetime
+) -> None:
+    """Each job's audit epoch at `deployed`, where the handler configured by `env` reads it."""
+    from google.cloud import firestore
+
+    from runledger.firestore_store import FirestoreRunStore
+
+    settings = Settings.from_env(env)
+    config = audit_settings(env, settings)
+    with emulator.as_process_env():  # the client takes the emulator's host when it is made
+        client = firestore.Client(project=env["GOOGLE_CLOUD_PROJECT"], database=settings.database)
+    store = FirestoreRunStore(client, settings.collection)
+    record_epochs(store, config.project, config.region, config.schedules, deployed)
 
 
 def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:

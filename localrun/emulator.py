@@ -75,9 +75,15 @@ class FirestoreEmulator(ServiceProcess):
     def base_url(self) -> str:
         return f"http://{self.host}"
 
-    def clear(self, database: str = DEFAULT_DATABASE) -> None:
-        """Delete every document, so each test starts from an empty ledger."""
-        url = f"{self.base_url}/emulator/v1/projects/{self.project}/databases/{database}/documents"
+    def clear(self, database: str = DEFAULT_DATABASE, project: str | None = None) -> None:
+        """Delete every document of one database, so each test starts from an empty ledger.
+
+        The emulator's REST endpoint clears one project's database at a time, and
+        a handler may write under another project than the emulator's own (the
+        demo's handler uses the stack's): name it in `project`.
+        """
+        project = project or self.project
+        url = f"{self.base_url}/emulator/v1/projects/{project}/databases/{database}/documents"
         request = urllib.request.Request(url, method="DELETE")
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()

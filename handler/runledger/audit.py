@@ -7,8 +7,12 @@ documents by key in batches. No query and no index: the only permission it
 needs is the `datastore.entities.get` the handler already has. Forced runs have
 keys of their own ("manual"), so they are never taken for expected runs.
 
-A run is judged only once it has settled: its last possible attempt is over
-(schedule time + the job's retry window + the lease + clock skew). Then:
+Only schedule times at or after the job's epoch count (`runledger.epochs`: when
+an audit first saw the job with its current schedule and time zone), so the
+look-back before a deploy, a new job or a schedule change is never reported
+nor caught up. A run is judged only once it has settled: its last possible
+attempt is over (schedule time + the job's retry window + the lease + clock
+skew). Then:
 
     no record                        -> missed
     in_progress, lease ran out       -> stale
@@ -16,13 +20,15 @@ A run is judged only once it has settled: its last possible attempt is over
     released (retryable failure)     -> released   (Scheduler's retries are over)
     completed, or still running      -> nothing to report
 
-Cost: one document read per expected run, that is the sum over the N jobs of
-their schedule times in the window (two for a wall time a daylight-saving
-change repeats), in batches of `BATCH` keys. `MAX_READS` caps one audit; a
-larger audit is refused with a message saying how many reads it would take.
+Cost: one epoch read per job, and one document read per expected run, that is
+the sum over the N jobs of their schedule times in the window (two for a wall
+time a daylight-saving change repeats), in batches of `BATCH` keys.
+`MAX_READS` caps one audit; a larger audit is refused, before it reads or
+writes anything, with a message saying how many reads it would take.
 
-The core is pure: the clock, the record reader and the catch-up runner are
-injected, so it runs the same in the handler, in the CLI and in tests.
+The core is pure: the clock, the record reader, the epochs and the catch-up
+runner are injected, so it runs the same in the handler (which records
+epochs), in the CLI (which only reads them) and in tests.
 """
 
 from __future__ import annotations
@@ -74,6 +80,8 @@ class AuditTooLarge(Exception):
 
 
 Reader = Callable[[Sequence[str]], Mapping[str, RunRecord]]
+# Each audited job's epoch at the audit's `now`; a job left out is judged over the whole window.
+Epochs = Callable[[Sequence[JobSchedule], datetime], Mapping[str, datetime]]
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,8 @@ class AuditReport:
     jobs: int
     checked: int  # schedule times that had settled and were judged
     pending: int  # schedule times still inside their retry window
-    reads: int
+    before_epoch: int  # schedule times before their job's epoch: never judged
+    reads: int  # documents read: the jobs' epochs and the settled runs
     findings: list[AuditFinding] = field(default_factory=list)
 
 
@@ -165,18 +174,51 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
     return runs
 
 
+def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> int:
+    """A lower bound on `job`'s schedule times in (start, end], from the cron fields alone.
+
+    Only schedules that fire on every day of the month in every month get a
+    bound above 0: every hour of every day (m fires an hour), or some hours
+    on some weekdays (m x hours x weekdays a week). One hour is lost to the
+    window's partial hours at its ends, and `_MAX_OFFSET_CHANGE` to a
+    daylight-saving change (skipped wall times are no runs, repeated ones one).
+    """
+    minutes, hours, days, months, weekdays = croniter(job.schedule).expanded
+    if days != ["*"] or months != ["*"]:
+        return 0
+    hour = timedelta(hours=1)
+    per_hour = 60 if minutes == ["*"] else len(minutes)
+    per_day = (24 if hours == ["*"] else len(hours)) * per_hour
+    days_a_week = 7 if weekdays == ["*"] else len({int(day) % 7 for day in weekdays})
+    clock_change = int(_MAX_OFFSET_CHANGE / hour) * per_hour
+    if per_day == 24 * per_hour and days_a_week == 7:
+        return max(((end - start) // hour - 1) * per_hour - clock_change, 0)
+    weeks = (end - start) // timedelta(weeks=1)
+    return max(weeks * (days_a_week * per_day - clock_change), 0)
+
+
+def _too_large(schedules: Sequence[JobSchedule], start: datetime, end: datetime) -> AuditTooLarge:
+    return AuditTooLarge(
+        f"auditing {len(schedules)} job(s) over {end - start} needs more than "
+        f"{MAX_READS} reads (one per scheduled time); narrow the window or the jobs"
+    )
+
+
 def expected_runs(
     schedules: Sequence[JobSchedule], start: datetime, end: datetime
 ) -> list[ExpectedRun]:
+    """Every job's schedule times in (start, end]; AuditTooLarge past MAX_READS.
+
+    Listing them costs CPU (croniter), so an audit whose lower bound already
+    exceeds the cap is refused before listing any.
+    """
+    if sum(least_schedule_times(job, start, end) for job in schedules) > MAX_READS:
+        raise _too_large(schedules, start, end)
     runs: list[ExpectedRun] = []
     for job in schedules:
         runs.extend(schedule_times(job, start, end))
-        reads = sum(len(run.instants) for run in runs)
-        if reads > MAX_READS:
-            raise AuditTooLarge(
-                f"auditing {len(schedules)} job(s) over {end - start} needs more than "
-                f"{MAX_READS} reads (one per scheduled time); narrow the window or the jobs"
-            )
+        if sum(len(run.instants) for run in runs) > MAX_READS:
+            raise _too_large(schedules, start, end)
     return runs
 
 
@@ -206,12 +248,14 @@ class Audit:
         lease: timedelta,
         read: Reader,
         clock: Callable[[], datetime],
+        epochs: Epochs,
         catch_up: Callable[[RunIdentity], str] | None = None,
     ) -> None:
         self._settings = settings
         self._lease = lease
         self._read = read
         self._clock = clock
+        self._epochs = epochs
         self._catch_up = catch_up
 
     def identity(self, job: str, schedule_time: datetime) -> RunIdentity:
@@ -224,7 +268,9 @@ class Audit:
         now = self._clock()
         start = now - (lookback or self._settings.lookback)
         schedules = [s for s in self._settings.schedules if job is None or s.id == job]
-        runs = expected_runs(schedules, start, now)
+        listed = expected_runs(schedules, start, now)  # refuses an audit too large, unread
+        epochs = self._epochs(schedules, now) if schedules else {}
+        runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = {
             (run.job.id, instant): self.identity(run.job.id, instant).key
@@ -255,7 +301,8 @@ class Audit:
             jobs=len(schedules),
             checked=len(settled),
             pending=len(runs) - len(settled),
-            reads=len(wanted),
+            before_epoch=len(listed) - len(runs),
+            reads=len(schedules) + len(wanted),
             findings=findings,
         )
 
@@ -317,6 +364,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
         jobs=report.jobs,
         checked=report.checked,
         pending=report.pending,
+        before_epoch=report.before_epoch,
         reads=report.reads,
         findings=len(report.findings),
         caught_up=sum(1 for item in report.findings if item.catch_up is not None),
@@ -343,6 +391,9 @@ def install_audit(app: App, settings: AuditSettings) -> None:
             lease=app.settings.lease,
             read=app.ledger.read_many,
             clock=app.ledger.now,
+            epochs=lambda schedules, now: app.ledger.audit_epochs(
+                settings.project, settings.region, schedules, now
+            ),
             catch_up=catch_up,
         )
         log_report(audit.run())

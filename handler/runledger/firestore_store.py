@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 
+from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.exceptions import (
     RecordExists,
     StorePermissionDenied,
@@ -36,6 +37,11 @@ CALL_DEADLINE_S = 8.0
 # It is a collection group of its own: the TTL policy on `expire_at` must be
 # declared for it too, or a run's work would outlive the run.
 WORK_COLLECTION = "runledger_work"
+# The audit's epochs live at AUDIT_COLLECTION/<ledger collection>/EPOCH_COLLECTION/<key>:
+# outside the run collection (listings and queries of runs never see them), one
+# set per ledger collection, and in no collection group a TTL policy covers.
+AUDIT_COLLECTION = "runledger_audit"
+EPOCH_COLLECTION = "epochs"
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
 
 
@@ -85,6 +91,9 @@ class FirestoreRunStore:
     def __init__(self, client: firestore.Client, collection: str) -> None:
         self._client = client
         self._collection = client.collection(collection)
+        self._epochs = (
+            client.collection(AUDIT_COLLECTION).document(collection).collection(EPOCH_COLLECTION)
+        )
 
     def get(self, key: str) -> Versioned | None:
         with _unavailable_on_transport_errors():
@@ -175,3 +184,38 @@ class FirestoreRunStore:
             except (gexc.FailedPrecondition, gexc.NotFound) as exc:
                 raise VersionConflict(key) from exc
         return results[0].update_time
+
+    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
+        refs = [self._epochs.document(key) for key in keys]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredEpoch(
+                AuditEpoch.from_document(snapshot.to_dict()), snapshot.update_time
+            )
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._epochs.document(key).create(
+                    epoch.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
+        # update() with every field, guarded by the last update time read: a
+        # compare-and-set that, unlike set(), fails on a document deleted since.
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._epochs.document(key).update(
+                    epoch.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time

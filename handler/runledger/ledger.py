@@ -21,9 +21,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from runledger.epochs import record_epochs
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
 from runledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
-from runledger.store import RunStore, WorkStore
+from runledger.schedules import JobSchedule
+from runledger.store import AuditStore, RunStore, WorkStore
 from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 
 # Instances' clocks may disagree by up to this much (Cloud Run hosts are
@@ -127,6 +129,14 @@ class Ledger:
     def read_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
         """The records among `keys` that exist, in one round trip (the audit's read)."""
         return self._store.get_many(keys)
+
+    def audit_epochs(
+        self, project: str, region: str, schedules: Sequence[JobSchedule], now: datetime
+    ) -> dict[str, datetime]:
+        """Each job's audit epoch, recorded at `now` where none holds for its schedule yet."""
+        if not isinstance(self._store, AuditStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep audit epochs")
+        return record_epochs(self._store, project, region, schedules, now)
 
     def expire_at(self, schedule_time: datetime) -> datetime:
         """When a run's record, and everything kept with it, may be deleted by TTL."""

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.record import RunRecord, Versioned
 from runledger.workitem import StoredItem, WorkItem, plain_value
@@ -22,6 +23,8 @@ class MemoryRunStore:
         self._records: dict[str, Versioned] = {}
         # A run's checkpoints and outputs, by (run key, item id).
         self._items: dict[tuple[str, str], StoredItem] = {}
+        # The audit's epochs, by key: apart from the runs, as on Firestore.
+        self._epochs: dict[str, StoredEpoch] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -78,6 +81,28 @@ class MemoryRunStore:
             for item_id in item_ids:
                 self._items.pop((key, item_id), None)
             return new_version
+
+    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
+        with self._lock:
+            return {key: self._epochs[key] for key in keys if key in self._epochs}
+
+    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
+        with self._lock:
+            if key in self._epochs:
+                raise RecordExists(key)
+            return self._put_epoch(key, epoch)
+
+    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
+        with self._lock:
+            current = self._epochs.get(key)
+            if current is None or current.version != version:
+                raise VersionConflict(key)
+            return self._put_epoch(key, epoch)
+
+    def _put_epoch(self, key: str, epoch: AuditEpoch) -> int:
+        version = next(self._versions)
+        self._epochs[key] = StoredEpoch(epoch, version)
+        return version
 
     def _checked(self, key: str, version: Any) -> Versioned:
         current = self._records.get(key)

@@ -27,12 +27,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from runledger.audit import Audit, AuditTooLarge
 from runledger.config import Settings
+from runledger.epochs import read_epochs
 from runledger.exceptions import ConfigError
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledgerops import LedgerOps, OpsError
 from runledger.ops_output import Printer, describe_release, one_line, print_audit
 from runledger.record import Status
+from runledger.schedules import JobSchedule
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -85,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Reads the job schedules from DEDUP_SCHEDULES and the run keys' project and region "
             "from DEDUP_ALLOWED_PROJECTS and DEDUP_ALLOWED_REGIONS, as the handler does. "
+            "Judges each job from the epoch the handler's audit recorded for its schedule, "
+            "or over the whole window if there is none. "
             "Reports only: catch-up runs in the handler's own audit."
         ),
     )
@@ -182,7 +186,14 @@ def run_audit(
             "older runs may be gone and would read as missed"
         )
     store = FirestoreRunStore(client_factory(args, env), args.collection)
-    audit = Audit(audit_config, lease=settings.lease, read=store.get_many, clock=lambda: now)
+
+    def epochs(schedules: Sequence[JobSchedule], _now: datetime) -> dict[str, datetime]:
+        """The epochs the handler's audit recorded; the CLI never writes one."""
+        return read_epochs(store, audit_config.project, audit_config.region, schedules)
+
+    audit = Audit(
+        audit_config, lease=settings.lease, read=store.get_many, clock=lambda: now, epochs=epochs
+    )
     report = audit.run(args.since, args.job)
     print_audit(report, args.json, stdout)
     return EXIT_FINDINGS if report.findings else EXIT_OK

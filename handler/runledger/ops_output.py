@@ -124,6 +124,7 @@ def print_audit(report: AuditReport, as_json: bool, out: IO[str]) -> None:
     print(
         f"{len(report.findings)} finding(s) in {report.checked} settled scheduled run(s) of "
         f"{report.jobs} job(s), {rfc3339(report.window_start)} to {rfc3339(report.window_end)}; "
-        f"{report.pending} still inside their retry window; {report.reads} document read(s)",
+        f"{report.pending} still inside their retry window; {report.before_epoch} before "
+        f"their job's audit epoch; {report.reads} document read(s)",
         file=out,
     )

@@ -2,10 +2,11 @@
 
 A run store reads, creates and compare-and-sets one record per run; a work
 store adds a run's items: a batched read, and a fenced create or delete that
-commits with a change to the run. Every write that follows a claim is fenced
-by the version the claimant last saw, so a store only needs atomic create and
-compare-and-set; no transactions. `runledger.ledger.Ledger` is their one caller
-for writes.
+commits with a change to the run; an audit store keeps the audit's epoch per
+job (`runledger.epochs`) with the same three primitives, on documents of their
+own. Every write that follows a claim is fenced by the version the claimant
+last saw, so a store only needs atomic create and compare-and-set; no
+transactions. `runledger.ledger.Ledger` is their one caller for writes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.record import RunRecord, Versioned
 from runledger.workitem import StoredItem, WorkItem
 
@@ -61,3 +63,22 @@ class WorkStore(RunStore, Protocol):
         Returns the run's new version. Raises VersionConflict if the run moved
         on; then nothing is written.
         """
+
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """Where the audit keeps each job's epoch: next to the runs, never among them.
+
+    Epochs live outside the run collection, so run listings and queries never
+    see them, and no TTL policy applies to them. `runledger.epochs` decides
+    what to write; a store only reads, creates and compare-and-sets.
+    """
+
+    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
+        """The epochs among `keys` that exist, by key, in one round trip."""
+
+    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
+        """Write a new epoch and return its version; raise RecordExists if the key is taken."""
+
+    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
+        """Overwrite the epoch if still at `version`; raise VersionConflict if not (or gone)."""

@@ -84,13 +84,14 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     assert _p50(latency[first_rtt]["baseline"][0]) >= 6 * RTT_MS / 1000
     assert samples.data["link"]["echo"]["p50"][0] >= RTT_MS / 1000
 
-    # One audit: one billed read per settled schedule time, in one batch; the
-    # runs left without a record are its findings. 300 jobs over 6 h is refused unread.
+    # One audit: one billed read per job's epoch and per settled schedule time, in one
+    # batch each; the runs left without a record are its findings. 300 jobs over 6 h is
+    # refused unread.
     (small,) = samples.data["audit"][AuditSize(5, 5, 2).label]["handler"]
     assert small["expected_runs"] == 120
     assert 100 <= small["checked"] < 120  # the last ~8 minutes are still in their retry window
-    assert small["reads"] == small["checked"]
-    assert small["rpcs"] == 1
+    assert small["reads"] == 5 + small["checked"]
+    assert small["rpcs"] == 2
     assert small["findings"] == small["checked"] // MISSING_EVERY >= 2
     (large,) = samples.data["audit"][AuditSize(300, 5, 6).label]["handler"]
     assert large["refused"] and "20000 reads" in large["refused"]

@@ -36,6 +36,9 @@ from tests.handler.support import (
 )
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+# The stack was deployed, and its first audit recorded each job's epoch, before
+# every window these tests audit (the epoch itself is tested in test_audit_epoch).
+DEPLOYED = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW = timedelta(seconds=200)
 # A run settles once its retry window, the lease and the clock skew have passed.
 SETTLE = WINDOW + LEASE + MAX_CLOCK_SKEW
@@ -58,6 +61,7 @@ def audit_app(store, jobs, clock: FakeClock, raw: str) -> tuple[App, AuditSettin
     app = make_app(store, jobs, clock, **SCOPE)
     config = audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, app.settings)
     install_audit(app, config)
+    app.ledger.audit_epochs(config.project, config.region, config.schedules, DEPLOYED)
     return app, config
 
 
@@ -67,6 +71,7 @@ def audit_of(app: App, config: AuditSettings, catch_up: bool = False) -> Audit:
         lease=app.settings.lease,
         read=app.ledger.read_many,
         clock=app.ledger.now,
+        epochs=lambda jobs, now: app.ledger.audit_epochs(config.project, config.region, jobs, now),
         catch_up=(lambda run: app.catch_up(run).outcome) if catch_up else None,
     )
 
@@ -122,7 +127,8 @@ def test_every_finding_kind_once_its_run_has_settled(firestore_store, capsys):
         ("etl", "2026-10-16T11:00:00Z", "released"),
     ]
     # 12:00 is still inside its retry window: counted as pending, not reported.
-    assert (report.checked, report.pending, report.reads) == (5, 1, 5)
+    # Reads: the job's epoch and the five settled runs.
+    assert (report.checked, report.pending, report.reads) == (5, 1, 6)
     failed = report.findings[2].record
     assert failed is not None and failed.error == "TerminalJobError: bad input"
 
@@ -181,9 +187,10 @@ def test_a_repeated_wall_time_is_one_run_whichever_instant_it_ran_at(firestore_s
     app, config = audit_app(firestore_store, {"etl": outcome_job}, clock, raw)
     audit = audit_of(app, config)
     report = audit.run(timedelta(hours=20))
-    # 01:30 happened twice (05:30Z EDT, 06:30Z EST): one run expected, one finding, two reads.
+    # 01:30 happened twice (05:30Z EDT, 06:30Z EST): one run expected, one finding,
+    # two reads (and one for the job's epoch).
     assert findings(report) == [("etl", "2026-11-01T05:30:00Z", "missed")]
-    assert (report.checked, report.reads) == (1, 2)
+    assert (report.checked, report.reads) == (1, 3)
 
     second = datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
     done = run_record(
@@ -264,6 +271,7 @@ def test_catch_up_and_a_late_scheduler_retry_run_each_missed_run_exactly_once(fi
         lease=LEASE,
         read=firestore_store.get_many,
         clock=clock,
+        epochs=lambda jobs, now: {},
     )
     for when in caught:
         record = firestore_store.get(audit.identity("etl", when).key)
@@ -355,7 +363,8 @@ def test_the_reserved_job_logs_one_line_per_finding_and_a_summary_once(firestore
     assert len(summaries) == 1  # the duplicate delivery did not audit again
     summary = summaries[0]
     assert (summary["findings"], summary["missed"], summary["failed"]) == (5, 4, 1)
-    assert (summary["checked"], summary["pending"], summary["reads"]) == (6, 1, 6)
+    assert (summary["checked"], summary["pending"], summary["reads"]) == (6, 1, 8)
+    assert summary["before_epoch"] == 0
     assert [line["outcome"] for line in lines[-2:]] == ["completed", "duplicate_completed"]
 
 

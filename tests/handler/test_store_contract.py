@@ -1,14 +1,19 @@
-"""The run store primitives (get, batch get, create, fenced update) act alike everywhere.
+"""The run store primitives (get, batch get, create, fenced update) act alike everywhere,
+and so do the audit store's (the audit's epochs).
 
 Each test runs on the Firestore emulator and on the in-memory store.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from runledger.epochs import AuditEpoch
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.record import Status
+from tests.handler.support import T0
 from tests.handler.support import run_record as record
 
 
@@ -64,3 +69,35 @@ def test_update_of_missing_record_is_a_conflict(store):
     with pytest.raises(VersionConflict):
         store.update("k1", {"status": "completed"}, version)
     assert store.get("k1") is None
+
+
+EPOCH = AuditEpoch("etl", "0 * * * *", "Europe/Berlin", T0)
+
+
+def test_an_epoch_round_trips_and_a_second_create_keeps_the_first(store):
+    version = store.create_epoch("e1", EPOCH)
+    with pytest.raises(RecordExists):
+        store.create_epoch("e1", AuditEpoch("etl", "*/5 * * * *", "UTC", T0))
+    got = store.get_epochs(["e1", "absent"])
+    assert list(got) == ["e1"]
+    assert (got["e1"].epoch, got["e1"].version) == (EPOCH, version)
+    assert store.get_epochs([]) == {}
+
+
+def test_an_epoch_is_replaced_only_at_the_version_read(store):
+    old = store.create_epoch("e1", EPOCH)
+    moved = AuditEpoch("etl", "*/5 * * * *", "UTC", T0 + timedelta(hours=1))
+    new = store.replace_epoch("e1", moved, old)
+    assert new != old
+    with pytest.raises(VersionConflict):
+        store.replace_epoch("e1", EPOCH, old)
+    with pytest.raises(VersionConflict):  # deleted since it was read: nothing is recreated
+        store.replace_epoch("e2", EPOCH, old)
+    assert store.get_epochs(["e1", "e2"]) == {"e1": store.get_epochs(["e1"])["e1"]}
+    assert store.get_epochs(["e1"])["e1"].epoch == moved
+
+
+def test_epochs_are_not_runs(store):
+    store.create_epoch("k1", EPOCH)
+    assert store.get("k1") is None
+    assert store.get_many(["k1"]) == {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,9 @@ pytestmark = pytest.mark.firestore
 
 
 def _empty_ledger(emulator: FirestoreEmulator, config: ScheduleConfig) -> None:
-    """Delete the stack's ledger: the handler writes under the stack's project, not the
-    emulator's, and two demos in one hour replay the same schedule times."""
-    url = (
-        f"{emulator.base_url}/emulator/v1/projects/{config.project}"
-        f"/databases/{config.database.name}/documents"
-    )
-    with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10):
-        pass
+    """The handler writes under the stack's project, and two demos in one hour replay the
+    same schedule times: start from an empty ledger (and no audit epochs)."""
+    emulator.clear(config.database.name, project=config.project)
 
 
 def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emulator) -> None:

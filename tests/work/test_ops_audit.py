@@ -11,10 +11,13 @@ from datetime import timedelta
 
 import pytest
 
+from localrun.rpccount import RpcCounter
 from runledger.delivery import run_key
+from runledger.epochs import epoch_key, record_epochs
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ops import main
 from runledger.record import Status
+from runledger.schedules import parse_schedules
 from tests.clitools import REPO
 from tests.handler.support import RETENTION, T0, run_record
 
@@ -88,7 +91,34 @@ def test_text_names_the_runs_and_the_read_cost(env, seeded):
     assert lines[1].split()[:3] == ["etl", "2026-10-16T09:00:00Z", "missed"]
     assert "TerminalJobError: bad schema" in lines[2]
     assert lines[-1].startswith("2 finding(s) in 5 settled scheduled run(s) of 2 job(s)")
-    assert lines[-1].endswith("5 document read(s)")
+    # Reads: the two jobs' epochs (none recorded: the whole window is judged) and 5 runs.
+    assert lines[-1].endswith("0 before their job's audit epoch; 7 document read(s)")
+
+
+def test_the_cli_judges_from_a_recorded_epoch_and_never_writes_one(env, seeded, firestore_db):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    etl, report = parse_schedules(SCHEDULES)
+    # The handler's audit first saw etl at 10:30; report has no epoch.
+    record_epochs(store, "acme-prod", "europe-west1", [etl], T0 - timedelta(minutes=90))
+    counter = RpcCounter().attach(firestore_db)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["audit", "--since", "4h", "--json"],
+        env=env,
+        clock=lambda: NOW,
+        client_factory=lambda args, env: firestore_db,
+        stdout=out,
+        stderr=err,
+    )
+    assert (code, err.getvalue()) == (1, "")
+    findings = [
+        (item["job"], item["schedule_time"], item["finding"]) for item in json.loads(out.getvalue())
+    ]
+    # etl's 09:00 (missed) is before its epoch; its 11:00 failure is after it.
+    assert findings == [("etl", "2026-10-16T11:00:00Z", "failed")]
+    writes = ("commit", "create_document", "update_document", "batch_write", "delete_document")
+    assert sum(counter.calls[name] for name in writes) == 0
+    assert list(store.get_epochs([epoch_key("acme-prod", "europe-west1", report.id)])) == []
 
 
 def test_no_finding_exits_0(env, seeded):
