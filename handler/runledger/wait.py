@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from runledger.facts import DEFAULT_ATTEMPT_DEADLINE_S
 from runledger.ledger import may_take_over
 from runledger.record import RunRecord, Status
 
@@ -34,7 +33,6 @@ MAX_POLL_S = 4.0
 BACKOFF = 2.0
 MIN_MARGIN_S = 2.0
 MARGIN_SHARE = 0.1
-DEFAULT_ATTEMPT_DEADLINE = timedelta(seconds=DEFAULT_ATTEMPT_DEADLINE_S)
 
 
 def wait_budget(attempt_deadline: timedelta, lease: timedelta, cap: timedelta | None) -> float:
@@ -73,8 +71,9 @@ class Waited:
 class DuplicateWait:
     """How long an in-progress duplicate of each job may wait, and the clock it waits by.
 
-    `deadlines` holds each job's attempt deadline from DEDUP_SCHEDULES; a job
-    without an entry gets Cloud Scheduler's default (180 s).
+    `deadlines` holds each job's attempt deadline from DEDUP_SCHEDULES. A job
+    without an entry (the audit's own job among them) does not wait: its deadline
+    is unknown, and an answer after it would reach nobody.
     """
 
     deadlines: Mapping[str, timedelta]
@@ -84,8 +83,8 @@ class DuplicateWait:
     sleep: Callable[[float], None] = time.sleep
 
     def budget(self, job: str) -> float:
-        deadline = self.deadlines.get(job, DEFAULT_ATTEMPT_DEADLINE)
-        return wait_budget(deadline, self.lease, self.cap)
+        deadline = self.deadlines.get(job)
+        return 0.0 if deadline is None else wait_budget(deadline, self.lease, self.cap)
 
     def wait(
         self,
