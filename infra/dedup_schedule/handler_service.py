@@ -213,12 +213,15 @@ def _grant_build(
         ),
         # Cloud Run functions copies the archive into its own per-region bucket
         # (gcf-v2-sources-NUMBER-REGION, created on first deploy, so it cannot be
-        # targeted by a bucket-level grant) and the build fetches it from there.
+        # targeted by a bucket-level grant) and the build works from there. Google's
+        # "Configure the build service account" (Cloud Run functions) asks for Storage
+        # Object Admin "for retrieving the function source from the Cloud Storage
+        # bucket"; it is granted on that one bucket only, by the condition.
         gcp.projects.IAMMember(
             place.name("build-staged-source-reader"),
             gcp.projects.IAMMemberArgs(
                 project=cfg.project,
-                role="roles/storage.objectViewer",
+                role="roles/storage.objectAdmin",
                 member=build_member,
                 condition=gcp.projects.IAMMemberConditionArgs(
                     title=f"{place.prefix} staged function sources only",

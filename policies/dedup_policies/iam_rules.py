@@ -50,9 +50,10 @@ OBSERVABILITY_ROLES = (
 # `allowedRoles` to refuse workflow targets.
 PROXY_TARGET_ROLES = ("roles/workflows.invoker",)
 
-# Project-wide roles allowed only with an IAM condition narrowing them: reading the
-# staging bucket Cloud Run functions copies sources into.
-CONDITIONAL_ROLES = ("roles/storage.objectViewer",)
+# Project-wide roles allowed only with an IAM condition narrowing them: the build
+# account's access to the staging bucket Cloud Run functions copies sources into
+# (Storage Object Admin, as "Configure the build service account" asks).
+CONDITIONAL_ROLES = ("roles/storage.objectViewer", "roles/storage.objectAdmin")
 
 
 def _no_primitive_roles(args: ResourceValidationArgs, report: ReportViolation) -> None:

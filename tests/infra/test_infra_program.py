@@ -377,7 +377,7 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
             ),
             (
                 "projects/iAMMember",
-                "roles/storage.objectViewer",
+                "roles/storage.objectAdmin",
                 f"projects/{PROJECT}",
                 f'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-{number}-{REGION}")',
             ),

@@ -168,7 +168,7 @@ def compliant_stack(
             "demo-build-staged-source-reader",
             {
                 "project": PROJECT,
-                "role": "roles/storage.objectViewer",
+                "role": "roles/storage.objectAdmin",
                 "member": f"serviceAccount:{BUILD_SA}",
                 "condition": {"title": "staging", "expression": "resource.name.startsWith('x')"},
             },
