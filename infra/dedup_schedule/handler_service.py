@@ -250,8 +250,9 @@ def _function(
     cfg, place = args.config, args.placement
     environment = {
         **cfg.handler_env(),
-        # Only Cloud Scheduler's identity may trigger runs, checked again in the
-        # handler on the verified token Cloud Run forwards.
+        # IAM admits every holder of run.invoker (the project's owners and editors
+        # too); the handler runs work only for the jobs' invoker account, read from
+        # the token Cloud Run verified.
         "DEDUP_ALLOWED_INVOKERS": args.invoker.email,
     }
     return gcp.cloudfunctionsv2.Function(
