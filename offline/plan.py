@@ -176,7 +176,7 @@ def render_plan(resources: Sequence[CapturedResource], stack_outputs: dict[str, 
     # `make policy-check` counts every resource the engine sees, the component
     # and the stack included; say both numbers so the two commands agree.
     lines.append(
-        f"{len(resources)} resources: {custom} Google Cloud resources to create, "
+        f"{len(resources)} resources: {custom} provider resources to create, "
         f"{components} component(s) and the stack:"
     )
 

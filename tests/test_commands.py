@@ -34,7 +34,7 @@ def test_plan_and_policy_check_count_the_same_resources() -> None:
     check = subprocess.run(
         _module("offline.policy_check"), capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
     )
-    planned = re.search(r"^(\d+) resources: (\d+) Google Cloud", plan.stdout, re.MULTILINE)
+    planned = re.search(r"^(\d+) resources: (\d+) provider resources", plan.stdout, re.MULTILINE)
     checked = re.search(r": (\d+) resources$", check.stdout, re.MULTILINE)
     assert planned and checked, plan.stdout[:500] + check.stdout[:500]
     assert planned.group(1) == checked.group(1)
