@@ -22,8 +22,10 @@ from dedup_schedule.propagation import wait_for_grants
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
 # (run.jobs.runWithOverrides, which roles/run.invoker lacks; the predefined roles that
-# have it, such as roles/run.developer, grant much more). Google's docs name only
-# these two permissions for jobs.run. Running needs no iam.serviceAccounts.actAs on the
+# have it, such as roles/run.developer, grant much more). The Cloud Run Admin API
+# reference ("Method: namespaces.jobs.run", v1, and projects.locations.jobs.run, v2)
+# names only these two: run.jobs.run on the job, run.jobs.runWithOverrides for
+# `overrides`. Running needs no iam.serviceAccounts.actAs on the
 # job's service account: that is checked when a job is created or updated, and env
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
