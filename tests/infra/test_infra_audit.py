@@ -394,7 +394,7 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
     }
     stream = io.StringIO()
     now = datetime(2026, 10, 16, tzinfo=UTC)
-    log_report(AuditReport(now, now, jobs=0, checked=0, pending=0, reads=0), stream)
+    log_report(AuditReport(now, now, jobs=0, checked=0, pending=0, before_epoch=0, reads=0), stream)
 
     (summary,) = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert summary["outcome"] == facts.OUTCOME_AUDIT_SUMMARY
