@@ -2,7 +2,7 @@
 
 The audit (`runledger.audit.Audit`) reads each job's epoch (one batch) and one
 document per settled schedule time, by key, in batches of `audit.BATCH`; a
-larger audit than `audit.MAX_READS` is refused before it reads anything. The
+larger audit than `expected.MAX_READS` is refused before it reads anything. The
 epochs are recorded before the window, as by a stack deployed earlier, so the
 whole window is judged. This runs the
 handler's own Audit on the real Firestore store, in-process on a counted
@@ -24,8 +24,9 @@ from google.cloud import firestore
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
 from localrun.rpccount import RpcCounter
-from runledger.audit import MAX_READS, Audit, AuditTooLarge, expected_runs
+from runledger.audit import Audit
 from runledger.epochs import read_epochs, record_epochs
+from runledger.expected import MAX_READS, AuditTooLarge, expected_runs
 from runledger.firestore_store import FirestoreRunStore
 from runledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, parse_schedules

@@ -96,7 +96,7 @@ class BenchConfig:
     # Echo round trips per repetition that calibrate a link (relay overhead included).
     link_echo_count: int = 100
     # One audit's cost (jobs, every N minutes, look-back hours), each timed `reps` times.
-    # 300 jobs over 6 h (21,600 reads) is over runledger.audit.MAX_READS and refused;
+    # 300 jobs over 6 h (21,600 reads) is over runledger.expected.MAX_READS and refused;
     # over 5 h (18,000) it fits.
     audit_sizes: tuple[AuditSize, ...] = (
         AuditSize(10, 5, 6),

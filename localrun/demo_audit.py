@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from localrun.demo_invariant import Invariant
 from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
-from runledger.audit import ExpectedRun, Finding
+from runledger.audit import Finding
 from runledger.config import Settings
 from runledger.epochs import record_epochs
+from runledger.expected import ExpectedRun
 from runledger.schedules import AUDIT_JOB_ID, LOOKBACK_VARIABLE, audit_settings, parse_schedules
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 

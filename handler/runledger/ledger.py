@@ -102,6 +102,39 @@ class Duplicate:
 ClaimResult = Claim | Duplicate
 
 
+def _fresh_record(
+    run: RunIdentity, attempt_id: str, now: datetime, lease_expires: datetime, expire_at: datetime
+) -> RunRecord:
+    """A first attempt's in_progress record; a takeover counts its attempts on from the old one."""
+    return RunRecord(
+        status=Status.IN_PROGRESS,
+        attempt_id=attempt_id,
+        lease_expires=lease_expires,
+        expire_at=expire_at,
+        job=run.job,
+        schedule_time=run.schedule_time,
+        project=run.project,
+        region=run.region,
+        manual=run.manual,
+        attempts=1,
+        claimed_at=now,
+    )
+
+
+def _claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
+    """The claim that `record`, this attempt's own write at `version`, proves."""
+    return Claim(run, record.attempt_id, version, record.lease_expires, record.attempts)
+
+
+def _finish_changes(status: Status, now: datetime, error: str | None) -> dict[str, Any]:
+    """The fields a final or released write sets; the error text trimmed to what a record keeps."""
+    return {
+        "status": status.value,
+        "finished_at": now,
+        "error": None if error is None else error[:_MAX_ERROR_CHARS],
+    }
+
+
 class Ledger:
     def __init__(
         self,
@@ -146,19 +179,20 @@ class Ledger:
         attempt_id = self._new_attempt_id()
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock()
-            fresh = self._fresh_record(run, attempt_id, now, attempts=1)
+            lease_expires, expire_at = self._lease_ends(now), self.expire_at(run.schedule_time)
+            fresh = _fresh_record(run, attempt_id, now, lease_expires, expire_at)
             try:
                 version = self._store.create(run.key, fresh)
             except RecordExists:
                 pass
             else:
-                return self._claim_of(run, fresh, version)
+                return _claim_of(run, fresh, version)
             current = self._store.get(run.key)
             if current is None:
                 continue  # deleted since our create; create again
             existing = current.record
             if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
-                return self._claim_of(run, existing, current.version)
+                return _claim_of(run, existing, current.version)
             if not may_take_over(existing, now):
                 return Duplicate(existing.status, existing)
             if not existing.is_expired(now):
@@ -167,7 +201,7 @@ class Ledger:
                 version = self._store.update(run.key, fresh.to_document(), current.version)
             except VersionConflict:
                 continue  # another attempt moved first; look again
-            return self._claim_of(run, fresh, version)
+            return _claim_of(run, fresh, version)
         raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims")
 
     def renew(self, claim: Claim) -> Claim:
@@ -281,13 +315,8 @@ class Ledger:
             ) from exc
 
     def _finish(self, claim: Claim, status: Status, error: str | None) -> None:
-        changes = {
-            "status": status.value,
-            "finished_at": self._clock(),
-            "error": None if error is None else error[:_MAX_ERROR_CHARS],
-        }
         try:
-            self._fenced(claim, changes)
+            self._fenced(claim, _finish_changes(status, self._clock(), error))
         except LeaseLost:
             current = self._store.get(claim.identity.key)
             landed = current is not None and (
@@ -307,24 +336,3 @@ class Ledger:
     def _lease_ends(self, now: datetime) -> datetime:
         """Where a lease taken or renewed at `now` ends."""
         return now + self.lease
-
-    def _fresh_record(
-        self, run: RunIdentity, attempt_id: str, now: datetime, attempts: int
-    ) -> RunRecord:
-        return RunRecord(
-            status=Status.IN_PROGRESS,
-            attempt_id=attempt_id,
-            lease_expires=self._lease_ends(now),
-            expire_at=self.expire_at(run.schedule_time),
-            job=run.job,
-            schedule_time=run.schedule_time,
-            project=run.project,
-            region=run.region,
-            manual=run.manual,
-            attempts=attempts,
-            claimed_at=now,
-        )
-
-    @staticmethod
-    def _claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
-        return Claim(run, record.attempt_id, version, record.lease_expires, record.attempts)

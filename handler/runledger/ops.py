@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any
 
-from runledger.audit import Audit, AuditTooLarge
+from runledger.audit import Audit
 from runledger.config import Settings
 from runledger.epochs import read_epochs
 from runledger.exceptions import ConfigError
+from runledger.expected import AuditTooLarge
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledgerops import LedgerOps, OpsError

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from runledger.app import App
-from runledger.audit import Audit, Finding, install_audit, schedule_times
+from runledger.audit import Audit, Finding, install_audit
 from runledger.context import RunContext
 from runledger.exceptions import ConfigError, TerminalJobError
+from runledger.expected import schedule_times
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from runledger.schedules import (

@@ -10,19 +10,18 @@ from typing import Any
 
 import pytest
 
-from runledger import audit as audit_module
+from runledger import expected as expected_module
 from runledger.app import App
-from runledger.audit import (
+from runledger.audit import Audit, install_audit
+from runledger.context import RunContext
+from runledger.epochs import epoch_key
+from runledger.expected import (
     MAX_READS,
-    Audit,
     AuditTooLarge,
     expected_runs,
-    install_audit,
     least_schedule_times,
     schedule_times,
 )
-from runledger.context import RunContext
-from runledger.epochs import epoch_key
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, audit_settings, parse_schedules
 from tests.handler.support import LEASE, T0, FakeClock, deliver, make_app, scheduler_headers
@@ -215,7 +214,7 @@ def test_an_audit_far_over_the_cap_is_refused_before_listing_a_schedule_time(mon
     def listing(*args: Any) -> list:
         raise AssertionError("listed schedule times of an audit its lower bound refuses")
 
-    monkeypatch.setattr(audit_module, "schedule_times", listing)
+    monkeypatch.setattr(expected_module, "schedule_times", listing)
     with pytest.raises(AuditTooLarge, match=f"more than {MAX_READS} reads"):
         expected_runs(jobs, T0 - timedelta(hours=6), T0)
 

@@ -1,0 +1,130 @@
+"""Which scheduled times each job should have had: the audit's expected runs.
+
+From each job's unix-cron schedule and time zone this lists the schedule times
+in a window, resolving daylight-saving changes the way Cloud Scheduler's wall
+clock does, and refuses a listing larger than one audit may read. It reads
+nothing: the audit (`runledger.audit`) holds these times against the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.schedules import JobSchedule
+
+# Reads one audit may make. At one read per expected run this is, e.g., 100
+# jobs every 5 minutes over 6 hours (7,200) with room to spare.
+MAX_READS = 20_000
+# A daylight-saving change moves local time by at most 2 hours (tz database);
+# scanning local wall-clock time this much beyond the window catches every
+# schedule time that falls inside it.
+_MAX_OFFSET_CHANGE = timedelta(hours=3)
+
+
+class AuditTooLarge(Exception):
+    """The audit would read more than MAX_READS documents; narrow the window or the jobs."""
+
+
+@dataclass(frozen=True)
+class ExpectedRun:
+    """One scheduled time of one job, with the instant(s) Scheduler may stamp it with."""
+
+    job: JobSchedule
+    instants: tuple[datetime, ...]  # one, or two for a wall time that occurs twice
+
+    @property
+    def schedule_time(self) -> datetime:
+        return self.instants[0]
+
+    def settles_at(self, lease: timedelta) -> datetime:
+        return self.instants[-1] + self.job.retry_window + lease + MAX_CLOCK_SKEW
+
+
+def _instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
+    """The UTC instants a local wall-clock time denotes: none, one, or two.
+
+    Cloud Scheduler "runs on wall clock time", and its documentation ("Configure
+    cron job schedules", Time zone) warns that daylight saving "can cause jobs to
+    run or not run unexpectedly": a wall time the clocks skip has no instant, so
+    no run is expected then; a wall time that occurs twice "may observe execution
+    anomalies", so one run is expected and a record at either instant counts.
+    croniter 7 given a zone-aware start differs on both days: it moves a skipped
+    time to the end of the gap (02:30 becomes 03:00) and yields a repeated time
+    twice, as two runs. So croniter only matches naive wall-clock times here,
+    and this function resolves them to instants.
+    """
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if first == second:
+        return (first,)
+    if first.astimezone(zone).replace(tzinfo=None) != wall:
+        return ()  # the clocks skipped this wall time
+    return (min(first, second), max(first, second))
+
+
+def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[ExpectedRun]:
+    """`job`'s scheduled times in (start, end], oldest first."""
+    zone = job.zone
+    first = start.astimezone(zone).replace(tzinfo=None) - _MAX_OFFSET_CHANGE
+    last = end.astimezone(zone).replace(tzinfo=None) + _MAX_OFFSET_CHANGE
+    walls = croniter(job.schedule, first)  # naive: pure wall-clock matching
+    runs: list[ExpectedRun] = []
+    while (wall := walls.get_next(datetime)) <= last:
+        instants = _instants(wall, zone)
+        if instants and start < instants[0] <= end:
+            runs.append(ExpectedRun(job, instants))
+    return runs
+
+
+def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> int:
+    """A lower bound on `job`'s schedule times in (start, end], from the cron fields alone.
+
+    Only schedules that fire on every day of the month in every month get a
+    bound above 0: every hour of every day (m fires an hour), or some hours
+    on some weekdays (m x hours x weekdays a week). One hour is lost to the
+    window's partial hours at its ends, and `_MAX_OFFSET_CHANGE` to a
+    daylight-saving change (skipped wall times are no runs, repeated ones one).
+    """
+    minutes, hours, days, months, weekdays = croniter(job.schedule).expanded
+    if days != ["*"] or months != ["*"]:
+        return 0
+    hour = timedelta(hours=1)
+    per_hour = 60 if minutes == ["*"] else len(minutes)
+    per_day = (24 if hours == ["*"] else len(hours)) * per_hour
+    days_a_week = 7 if weekdays == ["*"] else len({int(day) % 7 for day in weekdays})
+    clock_change = int(_MAX_OFFSET_CHANGE / hour) * per_hour
+    if per_day == 24 * per_hour and days_a_week == 7:
+        return max(((end - start) // hour - 1) * per_hour - clock_change, 0)
+    weeks = (end - start) // timedelta(weeks=1)
+    return max(weeks * (days_a_week * per_day - clock_change), 0)
+
+
+def _too_large(schedules: Sequence[JobSchedule], start: datetime, end: datetime) -> AuditTooLarge:
+    return AuditTooLarge(
+        f"auditing {len(schedules)} job(s) over {end - start} needs more than "
+        f"{MAX_READS} reads (one per scheduled time); narrow the window or the jobs"
+    )
+
+
+def expected_runs(
+    schedules: Sequence[JobSchedule], start: datetime, end: datetime
+) -> list[ExpectedRun]:
+    """Every job's schedule times in (start, end]; AuditTooLarge past MAX_READS.
+
+    Listing them costs CPU (croniter), so an audit whose lower bound already
+    exceeds the cap is refused before listing any.
+    """
+    if sum(least_schedule_times(job, start, end) for job in schedules) > MAX_READS:
+        raise _too_large(schedules, start, end)
+    runs: list[ExpectedRun] = []
+    for job in schedules:
+        runs.extend(schedule_times(job, start, end))
+        if sum(len(run.instants) for run in runs) > MAX_READS:
+            raise _too_large(schedules, start, end)
+    return runs
