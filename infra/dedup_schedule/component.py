@@ -11,8 +11,8 @@ per concern, each taking its inputs explicitly:
   and grants, the Cloud Run function, and who may invoke it;
 * `ScheduledJobs` (`jobs.py`): the Scheduler jobs (with the audit's) and their proxy
   targets' grants;
-* `RunMonitoring` (`monitoring.py`): log-based metrics, alert policies and notification
-  channels, and a dashboard.
+* `RunMonitoring` (`monitoring.py`, one `monitoring_*.py` per signal): log-based metrics,
+  alert policies and notification channels, and a dashboard.
 
 Security model, each grant on the narrowest resource that works:
 

@@ -12,15 +12,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dedup_schedule.config import (
-    ConfigError,
-    DatabaseConfig,
-    JobConfig,
-    ScheduleConfig,
-    TargetConfig,
-)
-from dedup_schedule.config_audit import check_audit, parse_alerts, parse_audit, parse_catch_up
-from dedup_schedule.config_values import ConfigValues
+from dedup_schedule.config import ConfigError, DatabaseConfig, JobConfig, ScheduleConfig
+from dedup_schedule.config_audit import check_audit, parse_alerts, parse_audit
+from dedup_schedule.config_jobs import parse_jobs
+from dedup_schedule.config_values import PROJECT_ID, REGION, ConfigValues
 from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS
 from runledger import facts
 
@@ -34,9 +29,6 @@ MAX_CONCURRENCY = 1000
 # Service-account ids are 6-30 characters and the longest suffix we append is "-invoker";
 # with a 30-character project id the source bucket name stays within 63 characters.
 _PREFIX = re.compile(r"[a-z][a-z0-9-]{0,20}[a-z0-9]")
-_PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-_REGION = re.compile(r"[a-z]+-[a-z]+\d+")
-_ANY_TEXT = re.compile(r".+", re.DOTALL)
 _MEMORY = re.compile(r"\d+(Mi|Gi|M|G)")
 _CPU = re.compile(r"\d+(\.\d+)?")
 _RUNTIME = re.compile(r"python3\d{1,2}")
@@ -67,152 +59,9 @@ PROJECT_KEYS = frozenset(
         "alerts",
     }
 )
-_JOB_KEYS = frozenset(
-    {
-        "id",
-        "schedule",
-        "timeZone",
-        "description",
-        "attemptDeadline",
-        "body",
-        "contentType",
-        "retry",
-        "target",
-        "catchUp",
-        "catchUpMaxAge",
-    }
-)
-# A proxy target names exactly one Google Cloud resource the handler starts per run.
-TARGET_KINDS = ("workflow", "cloudRunJob")
-_TARGET_KEYS = frozenset(TARGET_KINDS)
-# Project ids (not numbers: the grants are made in, and IAM conditions compare against,
-# the project id), regions, and the resource ids each API accepts: a workflow
-# id is 1-64 letters, digits, '-' or '_' starting with a letter and ending with a letter
-# or digit; a Cloud Run job name is 1-63 lowercase letters, digits or '-', starting
-# with a letter and not ending with '-'.
-_PROJECT_REF = rf"(?P<project>{_PROJECT_ID.pattern})"
-_LOCATION_REF = rf"(?P<location>{_REGION.pattern})"
-_TARGET_NAMES = {
-    "workflow": (
-        re.compile(
-            rf"projects/{_PROJECT_REF}/locations/{_LOCATION_REF}/workflows/"
-            r"(?P<id>[A-Za-z](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)"
-        ),
-        "projects/PROJECT_ID/locations/REGION/workflows/WORKFLOW",
-    ),
-    "cloudRunJob": (
-        re.compile(
-            rf"projects/{_PROJECT_REF}/locations/{_LOCATION_REF}/jobs/"
-            r"(?P<id>[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?)"
-        ),
-        "projects/PROJECT_ID/locations/REGION/jobs/JOB",
-    ),
-}
-_RETRY_KEYS = frozenset(
-    {"retryCount", "maxRetryDuration", "minBackoffDuration", "maxBackoffDuration", "maxDoublings"}
-)
 _DATABASE_KEYS = frozenset(
     {"name", "create", "location", "deletionProtection", "pointInTimeRecovery"}
 )
-# Cloud Scheduler's own RetryConfig defaults, for the keys a job leaves out.
-_RETRY_DEFAULTS = facts.RetryPolicy()
-
-
-def _parse_retry(reader: ConfigValues, name: str) -> facts.RetryPolicy:
-    values = reader.structured(name, dict) or {}
-    retry = ConfigValues(values, reader.key(name) + ".", _RETRY_KEYS)
-    result = facts.RetryPolicy(
-        retry_count=retry.integer(
-            "retryCount", _RETRY_DEFAULTS.retry_count, 0, facts.MAX_RETRY_COUNT
-        ),
-        max_retry_duration_s=retry.duration(
-            "maxRetryDuration", int(_RETRY_DEFAULTS.max_retry_duration_s)
-        ),
-        min_backoff_s=retry.duration("minBackoffDuration", int(_RETRY_DEFAULTS.min_backoff_s)),
-        max_backoff_s=retry.duration("maxBackoffDuration", int(_RETRY_DEFAULTS.max_backoff_s)),
-        max_doublings=retry.integer(
-            "maxDoublings", _RETRY_DEFAULTS.max_doublings, 0, facts.MAX_DOUBLINGS
-        ),
-    )
-    if result.max_backoff_s < result.min_backoff_s:
-        raise ConfigError(
-            f"{retry.key('maxBackoffDuration')}: {result.max_backoff_s}s is shorter than "
-            f"minBackoffDuration {result.min_backoff_s}s"
-        )
-    return result
-
-
-def _parse_target(reader: ConfigValues, name: str) -> TargetConfig | None:
-    """`target: {workflow: ...}` or `target: {cloudRunJob: ...}`; None when absent."""
-    values = reader.structured(name, dict)
-    if values is None:
-        return None
-    target = ConfigValues(values, reader.key(name) + ".", _TARGET_KEYS)
-    given = [kind for kind in TARGET_KINDS if target.raw(kind) is not None]
-    if len(given) != 1:
-        problem = "both were given" if given else "neither was given"
-        raise ConfigError(
-            f"{reader.key(name)}: set exactly one of {' or '.join(TARGET_KINDS)} ({problem})"
-        )
-    (kind,) = given
-    pattern, shape = _TARGET_NAMES[kind]
-    resource = target.text(kind, None, _ANY_TEXT, shape)
-    match = pattern.fullmatch(resource)
-    if match is None:
-        raise ConfigError(f"{target.key(kind)}: {resource!r} is not a resource name like {shape}")
-    return TargetConfig(
-        kind=kind,
-        name=resource,
-        project=match["project"],
-        location=match["location"],
-        resource_id=match["id"],
-    )
-
-
-def _parse_job(values: Any, path: str) -> JobConfig:
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
-    job = ConfigValues(values, path, _JOB_KEYS)
-    job_id = job.text(
-        "id", None, facts.JOB_ID, "a Cloud Scheduler job id (letters, digits, '-', '_')"
-    )
-    schedule = job.text("schedule", None, _ANY_TEXT, "a unix-cron schedule")
-    problem = facts.unix_cron_problem(schedule)
-    if problem:
-        raise ConfigError(f"{job.key('schedule')}: {problem}")
-    deadline = job.duration("attemptDeadline", facts.DEFAULT_ATTEMPT_DEADLINE_S)
-    if not facts.MIN_ATTEMPT_DEADLINE_S <= deadline <= facts.MAX_ATTEMPT_DEADLINE_S:
-        raise ConfigError(
-            f"{job.key('attemptDeadline')}: {deadline}s is outside Cloud Scheduler's "
-            f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
-        )
-    catch_up, catch_up_max_age = parse_catch_up(job)
-    return JobConfig(
-        id=job_id,
-        schedule=" ".join(schedule.split()),
-        time_zone=job.time_zone("timeZone"),
-        description=job.optional_text("description") or "",
-        attempt_deadline_s=deadline,
-        body=job.optional_text("body"),
-        content_type=job.optional_text("contentType") or "application/json",
-        retry=_parse_retry(job, "retry"),
-        target=_parse_target(job, "target"),
-        catch_up=catch_up,
-        catch_up_max_age_s=catch_up_max_age,
-    )
-
-
-def _parse_jobs(reader: ConfigValues) -> tuple[JobConfig, ...]:
-    raw_jobs = reader.structured("jobs", list)
-    if not raw_jobs:
-        raise ConfigError(f"{reader.key('jobs')}: required, a list of at least one job")
-    jobs = tuple(_parse_job(job, f"{reader.key('jobs')}[{i}]") for i, job in enumerate(raw_jobs))
-    seen: set[str] = set()
-    for i, job in enumerate(jobs):
-        if job.id in seen:
-            raise ConfigError(f"{reader.key('jobs')}[{i}].id: {job.id!r} is used by another job")
-        seen.add(job.id)
-    return jobs
 
 
 def _parse_database(reader: ConfigValues, region: str) -> DatabaseConfig:
@@ -293,13 +142,13 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
     platform_keys = frozenset({"project", "region"})
     gcp = {key[4:]: values[key] for key in values if key[4:] in platform_keys and key[:4] == "gcp:"}
     platform = ConfigValues(gcp, "gcp:", platform_keys)
-    project = platform.text("project", None, _PROJECT_ID, "a Google Cloud project id")
-    region = platform.text("region", None, _REGION, "a Google Cloud region")
+    project = platform.text("project", None, PROJECT_ID, "a Google Cloud project id")
+    region = platform.text("region", None, REGION, "a Google Cloud region")
 
     prefix = f"{project_name}:"
     own = {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
     reader = ConfigValues(own, prefix, PROJECT_KEYS)
-    jobs = _parse_jobs(reader)
+    jobs = parse_jobs(reader)
     request_timeout = _request_timeout(reader, jobs)
 
     concurrency = reader.integer("concurrency", 1, 1, MAX_CONCURRENCY)

@@ -18,6 +18,10 @@ from typing import Any
 from dedup_schedule.config import ConfigError
 
 _DURATION = re.compile(r"(\d+)\s*(s|m|h)?")
+# Value shapes more than one part of the config checks (the platform keys, job targets).
+PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+ANY_TEXT = re.compile(r".+", re.DOTALL)
 
 
 class ConfigValues:

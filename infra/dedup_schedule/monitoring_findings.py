@@ -1,0 +1,58 @@
+"""The audit's findings: a counter by kind and job, and the alert on missed runs.
+
+The audit logs one line per scheduled run it finds missed, stale, failed or
+released (`runledger.audit`). Missed, stale and released runs page here; failed
+ones page with the handler's terminal failures (`monitoring_runs`), through
+`findings_condition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi_gcp as gcp
+
+from dedup_schedule.monitoring_build import (
+    MonitoringScope,
+    WatchedMetric,
+    condition,
+    counter,
+    label_in,
+    one_of,
+    threshold_alert,
+)
+from runledger import facts
+
+
+def findings(scope: MonitoringScope) -> WatchedMetric:
+    """The findings counter and the "Scheduled run missed" alert on it."""
+    kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED)
+    metric = counter(
+        scope,
+        "findings",
+        "Scheduled runs the audit found missed, stale, failed or released, by kind and job",
+        f"{scope.lines} AND jsonPayload.outcome={one_of(kinds)}",
+        {"kind": "jsonPayload.outcome", "job": "jsonPayload.job"},
+    )
+    missed = threshold_alert(
+        scope,
+        "alert-missed",
+        "Scheduled run missed",
+        "The audit found a scheduled run that never finished: no record (missed), a "
+        "lease that ran out (stale), or a retryable failure after Scheduler's last retry "
+        "(released). Check the Scheduler job (paused? failing attempts?) and the handler's "
+        "deploys; with catchUp on, the audit runs it itself (see the finding's catch_up).",
+        "ERROR",
+        [],
+        extra=findings_condition(
+            metric, "Audit found a missed, stale or released run", facts.MISSED_RUN_OUTCOMES
+        ),
+    )
+    return WatchedMetric(metric, (missed,))
+
+
+def findings_condition(
+    metric: gcp.logging.Metric, title: str, kinds: Sequence[str]
+) -> gcp.monitoring.AlertPolicyConditionArgs:
+    """Any finding of the given kinds, per job."""
+    return condition(metric, title, label_in("kind", kinds), 60, ("metric.label.job",))
