@@ -7,6 +7,7 @@ tools differ widely in how long they take.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,5 +23,18 @@ def run_module(module: str, *args: str, timeout_s: float) -> subprocess.Complete
         capture_output=True,
         text=True,
         timeout=timeout_s,
+        check=False,
+    )
+
+
+def run_ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The operator CLI (`python -m runledger.ops`) from handler/, with only PATH and `env` set."""
+    return subprocess.run(
+        [sys.executable, "-m", "runledger.ops", *args],
+        cwd=REPO / "handler",
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "ignore", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
     )

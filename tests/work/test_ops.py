@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from runledger.ledgerops import is_dead_letter, is_stale
 from runledger.ops import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
 from runledger.record import RunRecord, Status
 from runledger.workitem import WorkItem, WorkKind
+from tests.clitools import run_ops
 from tests.handler.support import RETENTION, T0, make_ledger, run_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,19 +238,8 @@ def test_a_prefix_matching_two_runs_is_ambiguous(store):
     assert "more than one run key starts with abababab" in err
 
 
-def run_cli(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runledger.ops", *argv],
-        cwd=ROOT / "handler",
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "ignore", **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_without_credentials_the_cli_says_so_in_one_line(tmp_path):
-    done = run_cli(
+    done = run_ops(
         "list",
         "--project",
         "acme-prod",
@@ -271,11 +259,11 @@ def test_without_credentials_the_cli_says_so_in_one_line(tmp_path):
 def test_the_module_runs_against_the_emulator(seeded, firestore_emulator):
     project = firestore_emulator.project
     env = firestore_emulator.env()
-    done = run_cli("list", "--include-expired", "--json", "--project", project, env=env)
+    done = run_ops("list", "--include-expired", "--json", "--project", project, env=env)
     assert done.returncode == EXIT_OK, done.stderr
     assert sorted(keys_in(done.stdout)) == [key(n) for n in range(1, 8)]
     # By the real clock these runs are past their TTL: no dead letters to show.
-    done = run_cli("failed", "--project", project, env=env)
+    done = run_ops("failed", "--project", project, env=env)
     assert (done.returncode, done.stdout) == (EXIT_OK, "no failed runs\n")
 
 

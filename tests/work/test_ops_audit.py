@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -18,7 +15,7 @@ from runledger.firestore_store import FirestoreRunStore
 from runledger.ops import main
 from runledger.record import Status
 from runledger.schedules import parse_schedules
-from tests.clitools import REPO
+from tests.clitools import run_ops
 from tests.handler.support import RETENTION, T0, run_record
 
 NOW = T0 + timedelta(minutes=30)
@@ -144,27 +141,14 @@ def test_bad_input_says_what_and_exits_2(env, args, env_change, message):
 
 
 def test_as_a_command_a_bad_duration_exits_2_without_a_traceback(env):
-    result = run_cli(env, "audit", "--since", "ninety")
+    result = run_ops("audit", "--since", "ninety", env=env)
     assert result.returncode == 2
     assert "'ninety' is not a duration such as 90m, 2h or 3600s" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
-    result = run_cli(env, "audit", "--project", firestore_emulator.project, "--since", "2h")
+    result = run_ops("audit", "--project", firestore_emulator.project, "--since", "2h", env=env)
     # The real clock is far from the seeded day: every hour in the window is missed.
     assert result.returncode == 1, result.stderr
     assert "missed" in result.stdout
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as documented: `python -m runledger.ops` from handler/."""
-    return subprocess.run(
-        [sys.executable, "-m", "runledger.ops", *args],
-        cwd=REPO / "handler",
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "ignore", **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
