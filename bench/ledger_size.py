@@ -20,11 +20,12 @@ from google.cloud import firestore
 
 from bench.inprocess import make_side
 from bench.schedule import ScheduleTimes, delivery_headers
+from runledger.facts import DEFAULT_COLLECTION
 
 _DOC_OVERHEAD = 32
 # Sizes are computed as if stored under the default collection name, so the
 # bench's per-side collection names do not tilt the comparison.
-NOMINAL_COLLECTION = "scheduler_runs"
+NOMINAL_COLLECTION = DEFAULT_COLLECTION
 _NAME_OVERHEAD = 16
 
 

@@ -14,6 +14,13 @@ import itertools
 import threading
 from datetime import UTC, datetime, timedelta
 
+from runledger.facts import (
+    DEFAULT_PROJECT_HEADER,
+    DEFAULT_REGION_HEADER,
+    JOB_HEADER,
+    SCHEDULE_HEADER,
+)
+
 JOB = "bench-noop"
 PROJECT = "bench-project"
 REGION = "bench-region"
@@ -44,8 +51,8 @@ class ScheduleTimes:
 def delivery_headers(schedule_time: datetime, job: str = JOB) -> Headers:
     """The headers of one scheduled delivery, including the project and region ones."""
     return [
-        ("X-CloudScheduler-JobName", job),
-        ("X-CloudScheduler-ScheduleTime", rfc3339(schedule_time)),
-        ("X-Dedup-Project", PROJECT),
-        ("X-Dedup-Region", REGION),
+        (JOB_HEADER, job),
+        (SCHEDULE_HEADER, rfc3339(schedule_time)),
+        (DEFAULT_PROJECT_HEADER, PROJECT),
+        (DEFAULT_REGION_HEADER, REGION),
     ]
