@@ -23,6 +23,7 @@ from runledger.exceptions import (
     StoreUnusable,
     VersionConflict,
 )
+from runledger.facts import WORK_COLLECTION
 from runledger.record import RunRecord, Versioned
 from runledger.workitem import StoredItem, WorkItem
 
@@ -33,10 +34,6 @@ if TYPE_CHECKING:
 # Cloud Scheduler's minimum attempt deadline of 15 s, so an unreachable
 # Firestore becomes a 503 the Scheduler retries, not a timed-out delivery.
 CALL_DEADLINE_S = 8.0
-# A run's checkpoints and outputs live in this subcollection of its document.
-# It is a collection group of its own: the TTL policy on `expire_at` must be
-# declared for it too, or a run's work would outlive the run.
-WORK_COLLECTION = "runledger_work"
 # The audit's epochs live at AUDIT_COLLECTION/<ledger collection>/EPOCH_COLLECTION/<key>:
 # outside the run collection (listings and queries of runs never see them), one
 # set per ledger collection, and in no collection group a TTL policy covers.

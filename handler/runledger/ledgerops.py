@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S
-from runledger.firestore_store import WORK_COLLECTION, FirestoreRunStore
+from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S, WORK_COLLECTION
+from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import Ledger, ReleaseRefused, may_take_over, refuse_release
 from runledger.record import RunRecord, Status, Versioned
 from runledger.workitem import WorkItem, WorkKind

@@ -128,7 +128,7 @@ def test_work_items_get_the_same_ttl_policy_as_the_ledger(plain) -> None:
 
 
 def test_work_ttl_covers_the_collection_the_handler_writes(plain) -> None:
-    from runledger.firestore_store import WORK_COLLECTION
+    from runledger.facts import WORK_COLLECTION
 
     assert named(plain, "dedup-work-ttl").inputs["collection"] == WORK_COLLECTION
 
