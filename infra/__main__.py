@@ -13,6 +13,7 @@ import pulumi
 
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
 from dedup_schedule.config import ConfigError
+from dedup_schedule.config_capacity import capacity
 from dedup_schedule.config_reader import parse_config
 from dedup_schedule.handler_jobs import check_handler_jobs
 from dedup_schedule.source import HandlerSourceError
@@ -66,3 +67,8 @@ pulumi.export("buildServiceAccount", schedule.build_service_account)
 pulumi.export("database", schedule.database)
 pulumi.export("collection", schedule.collection)
 pulumi.export("forceRunCommands", schedule.force_run_commands)
+# Whether waiting duplicates can starve other jobs' deliveries, with the numbers.
+handler_capacity = capacity(config)
+if not handler_capacity.holds:
+    pulumi.log.warn(f"handler capacity: {handler_capacity.summary()}")
+pulumi.export("handlerCapacity", handler_capacity.summary())

@@ -29,9 +29,9 @@ from runledger.invoker import check_invoker
 from runledger.joblog import run_fields
 from runledger.jobs import JobFn, load_jobs
 from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
-from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
+from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity, may_take_over
 from runledger.log import log_line
-from runledger.record import Status
+from runledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.store import RunStore
 from runledger.wait import DuplicateWait, Waited
@@ -88,11 +88,11 @@ def _waited_response(waited: Waited) -> Response:
     Completed answers 200 and failed for good 422, as for a duplicate of a run
     already in that state. A retryable failure answers 500, as the holder did,
     so Scheduler retries and its next delivery claims the released run. Still
-    held when the wait ran out, or the holder's lease gone: 409 as without a wait.
+    held when the wait ran out: 409 as without a wait. (A record that is gone or
+    whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
     """
     record = waited.record
-    if record is None:
-        return Response(409, "duplicate_in_progress", "run record gone while this delivery waited")
+    assert record is not None
     holder = f"attempt {record.attempt_id}"
     if record.status is Status.COMPLETED:
         return Response(
@@ -174,6 +174,7 @@ class App:
                     retention=self.settings.retention,
                     clock=self._clock,
                     new_attempt_id=self._new_attempt_id,
+                    heartbeat=self.settings.heartbeat,
                 )
             return self._ledger
 
@@ -204,7 +205,9 @@ class App:
         if len(body) > MAX_BODY_BYTES:
             return Response(413, "rejected", f"body larger than {MAX_BODY_BYTES} bytes")
         try:
-            check_invoker(headers, self.settings.allowed_invokers)
+            check_invoker(
+                headers, self.settings.allowed_invokers, self.settings.allowed_invoker_ids
+            )
             delivery = identify_delivery(headers, self.settings, self.jobs, self._clock())
         except BadRequest as exc:
             return Response(exc.status, "rejected", exc.reason)
@@ -221,18 +224,24 @@ class App:
             return _store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
-            return self._answer_duplicate(run, result, time.monotonic() - started, fields)
+            return self._answer_duplicate(run, result, body, time.monotonic() - started, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, body, fields)
 
     def _answer_duplicate(
-        self, run: RunIdentity, duplicate: Duplicate, spent_s: float, fields: dict[str, object]
+        self,
+        run: RunIdentity,
+        duplicate: Duplicate,
+        body: bytes,
+        spent_s: float,
+        fields: dict[str, object],
     ) -> Response:
         """Answer a duplicate; one that meets a live lease first waits for the holder's outcome.
 
-        The wait goes to the request's log line (seconds, reads): with one request
-        per instance ("set concurrency to 1", Cloud Run: About concurrency), a
-        waiting duplicate keeps an instance busy that long.
+        The wait goes to the request's log line (seconds, reads): each waiting
+        duplicate takes one of an instance's concurrent requests that long. A
+        wait that sees the holder's lease run out (the holder died) claims the
+        run itself and answers for its own execution.
         """
         wait = self._duplicate_wait
         if wait is None or duplicate.status is not Status.IN_PROGRESS:
@@ -244,7 +253,36 @@ class App:
         except StoreUnavailable as exc:
             return _store_response(exc, "ledger unavailable while waiting for the holder")
         fields.update(waited_s=round(waited.waited_s, 3), wait_polls=waited.polls)
+        record = waited.record
+        if record is None or (
+            record.status is Status.IN_PROGRESS and may_take_over(record, self._clock())
+        ):
+            return self._take_over(run, record, body, fields)
         return _waited_response(waited)
+
+    def _take_over(
+        self,
+        run: RunIdentity,
+        seen: RunRecord | None,
+        body: bytes,
+        fields: dict[str, object],
+    ) -> Response:
+        """Claim a run whose holder's lease ran out during the wait, as any delivery claims.
+
+        The same fenced claim as a first delivery's: if another delivery took the
+        run first, this one is its duplicate. The log line names the attempt taken over.
+        """
+        if seen is not None:
+            fields["took_over_from"] = seen.attempt_id
+        try:
+            result = self.ledger.claim(run)
+        except StoreUnavailable as exc:
+            return _store_response(exc, "ledger unavailable taking over from a dead holder")
+        if isinstance(result, Duplicate):
+            fields["attempt_id"] = result.record.attempt_id
+            return _duplicate_response(result)
+        fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
+        return self._execute(run, result, body, fields)
 
     def catch_up(self, run: RunIdentity) -> Response:
         """Run a scheduled run the audit found missed or released, claimed as a delivery is.

@@ -45,6 +45,18 @@ class Settings:
     # the holder's outcome (see runledger.wait); None: as long as the job's attempt
     # deadline allows; zero: answer 409 at once.
     duplicate_wait: timedelta | None
+    # DEDUP_HEARTBEAT_SECONDS: the lease a claim takes and every renewal extends by
+    # (see runledger.lease); None: DEDUP_LEASE_SECONDS. DEDUP_LEASE_SECONDS still
+    # bounds how long one request can keep a run, the request timeout plus a margin.
+    heartbeat: timedelta | None = None
+    # DEDUP_ALLOWED_INVOKER_IDS: the invoker accounts' unique ids, matched against an
+    # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email` (runledger.invoker).
+    allowed_invoker_ids: frozenset[str] = frozenset()
+
+    @property
+    def claim_lease(self) -> timedelta:
+        """The lease a claim takes and each renewal grants."""
+        return self.lease if self.heartbeat is None else self.heartbeat
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -74,6 +86,18 @@ class Settings:
                     f"(no wait) to {facts.MAX_ATTEMPT_DEADLINE_S}"
                 )
             return timedelta(seconds=value)
+
+        def heartbeat() -> timedelta | None:
+            if not env.get("DEDUP_HEARTBEAT_SECONDS", "").strip():
+                return None
+            value = seconds("DEDUP_HEARTBEAT_SECONDS", facts.HEARTBEAT_S)
+            if value < timedelta(seconds=facts.MIN_HEARTBEAT_S):
+                raise ConfigError(
+                    f"DEDUP_HEARTBEAT_SECONDS: {int(value.total_seconds())} is shorter than "
+                    f"{facts.MIN_HEARTBEAT_S} s, too short for a renewal to survive one "
+                    "failed store call"
+                )
+            return value
 
         def names(name: str) -> frozenset[str]:
             return frozenset(item.strip() for item in env.get(name, "").split(",") if item.strip())
@@ -116,11 +140,18 @@ class Settings:
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
             duplicate_wait=wait_cap(),
+            heartbeat=heartbeat(),
+            allowed_invoker_ids=names("DEDUP_ALLOWED_INVOKER_IDS"),
         )
         if settings.retention <= settings.lease:
             raise ConfigError(
                 "DEDUP_RETENTION_SECONDS: must be longer than DEDUP_LEASE_SECONDS, "
                 "or a record could expire while its lease is live"
+            )
+        if settings.heartbeat is not None and settings.heartbeat > settings.lease:
+            raise ConfigError(
+                "DEDUP_HEARTBEAT_SECONDS: must not be longer than DEDUP_LEASE_SECONDS, "
+                "which bounds how long one request holds a run"
             )
         if settings.project_header.lower() == settings.region_header.lower():
             raise ConfigError("DEDUP_REGION_HEADER: must differ from DEDUP_PROJECT_HEADER")

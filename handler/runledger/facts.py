@@ -190,6 +190,13 @@ LEDGER_PERMISSIONS = (
 
 DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_LEASE_S = 360
+# DEDUP_HEARTBEAT_SECONDS: the lease a claim takes and each renewal grants, renewed every
+# third of it while the job runs (unset: DEDUP_LEASE_SECONDS). The Pulumi program deploys
+# HEARTBEAT_S, so a holder that dies blocks its run for about a minute, not a whole request
+# timeout. The floor lets one renewal fail outright (a store call gives up after 8 s, a
+# renewal after a lost answer makes two) and the next still land: 2/3 x 48 + 2 x 8 = 48.
+HEARTBEAT_S = 60
+MIN_HEARTBEAT_S = 48
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 DEFAULT_PROJECT_HEADER = "X-Dedup-Project"
 DEFAULT_REGION_HEADER = "X-Dedup-Region"

@@ -1,8 +1,15 @@
-"""Keeps a claim's lease alive in the background while the job runs.
+"""Keeps a claim's lease alive in the background while the job runs: a heartbeat.
 
-The lease must outlast the request (Cloud Run keeps running code after a
-request timeout), so it is renewed every third of its length; a first
-delivery whose work ends sooner pays no renewal RPC at all.
+A claim's lease is short (DEDUP_HEARTBEAT_SECONDS, 60 s as the stack deploys
+it) and renewed every third of its length for as long as the job runs, so a
+holder that dies stops blocking its run within one lease, while a live one
+keeps it: Cloud Run allocates CPU to an instance while it processes a request,
+background threads included ("CPU allocation", Cloud Run docs), so this
+heartbeat beats for as long as the holder's request is alive. Renewals keep a
+fixed rate (each is due one interval after the previous one began, not after
+it ended), so one renewal that fails after a store call's full deadline still
+leaves the next one time to land. A first delivery whose work ends within a
+third of the lease pays no renewal RPC at all.
 """
 
 from __future__ import annotations
@@ -103,7 +110,7 @@ class LeaseKeeper:
 
     @property
     def _interval_s(self) -> float:
-        return self._ledger.lease.total_seconds() / 3
+        return self._ledger.claim_lease.total_seconds() / 3
 
     def start(self) -> None:
         self._renewals.after(self._interval_s, self._renew_on_schedule)
@@ -196,6 +203,8 @@ class LeaseKeeper:
         self._unsure = False
 
     def _renew_on_schedule(self) -> None:
+        began = time.monotonic()
         self.renew_now()
         if self.renewing:
-            self._renewals.after(self._interval_s, self._renew_on_schedule)
+            took = time.monotonic() - began
+            self._renewals.after(max(0.0, self._interval_s - took), self._renew_on_schedule)

@@ -144,9 +144,13 @@ class Ledger:
         retention: timedelta,
         clock: Callable[[], datetime],
         new_attempt_id: Callable[[], str],
+        heartbeat: timedelta | None = None,
     ) -> None:
         self._store = store
+        # The longest one request can hold a run (covers the request timeout) ...
         self.lease = lease
+        # ... and the lease a claim takes and each renewal grants (runledger.lease).
+        self.claim_lease = lease if heartbeat is None else heartbeat
         self.retention = retention
         self._clock = clock
         self._new_attempt_id = new_attempt_id
@@ -176,7 +180,44 @@ class Ledger:
         return schedule_time + self.retention
 
     def claim(self, run: RunIdentity) -> ClaimResult:
+        """Claim the run for a new attempt, or say why not (a Duplicate).
+
+        A claim write whose answer was lost may have landed: before the
+        StoreUnavailable goes up, this attempt gives its claim up if it did
+        (`_give_up`), so the run is not blocked for a whole lease by an attempt
+        that will never run the job.
+        """
         attempt_id = self._new_attempt_id()
+        try:
+            return self._claim(run, attempt_id)
+        except StoreUnavailable as exc:
+            if type(exc) is not StoreUnavailable:
+                raise  # denied or unusable: the write did not happen
+            raise StoreUnavailable(f"{exc}; {self._give_up(run, attempt_id)}") from exc
+
+    def _give_up(self, run: RunIdentity, attempt_id: str) -> str:
+        """End this attempt's lease now if its claim landed; say what was done, for the log.
+
+        The lease is ended rather than the run released, so the takeover rule
+        stays the one of any ended lease (after the clock-skew margin). Fenced by
+        the version read: a newer attempt's record is never touched.
+        """
+        try:
+            current = self._store.get(run.key)
+            if current is None or (current.record.attempt_id, current.record.status) != (
+                attempt_id,
+                Status.IN_PROGRESS,
+            ):
+                return "the claim did not land"
+            self._store.update(run.key, {"lease_expires": self._clock()}, current.version)
+        except (StoreUnavailable, VersionConflict):
+            return (
+                f"the claim may have landed and could not be given up: it blocks the run "
+                f"for at most {int(self.claim_lease.total_seconds())} s"
+            )
+        return "the claim had landed and was given up"
+
+    def _claim(self, run: RunIdentity, attempt_id: str) -> ClaimResult:
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock()
             lease_expires, expire_at = self._lease_ends(now), self.expire_at(run.schedule_time)
@@ -335,4 +376,4 @@ class Ledger:
 
     def _lease_ends(self, now: datetime) -> datetime:
         """Where a lease taken or renewed at `now` ends."""
-        return now + self.lease
+        return now + self.claim_lease

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any, TextIO
 
 _MAX_VALUE_CHARS = 300
+# Requests run on concurrent threads; `print` writes a line and its newline as two
+# writes, which two threads could interleave into one unparseable line.
+_WRITE_LOCK = threading.Lock()
 
 
 def _bounded(value: Any) -> Any:
@@ -22,4 +26,8 @@ def _bounded(value: Any) -> Any:
 def log_line(severity: str, message: str, stream: TextIO | None = None, **fields: Any) -> None:
     entry = {"severity": severity, "message": _bounded(message)}
     entry.update({key: _bounded(value) for key, value in fields.items() if value is not None})
-    print(json.dumps(entry, default=str), file=stream or sys.stdout, flush=True)
+    line = json.dumps(entry, default=str) + "\n"
+    out = stream or sys.stdout
+    with _WRITE_LOCK:
+        out.write(line)
+        out.flush()

@@ -158,6 +158,16 @@ class ScheduleConfig:
         return self.request_timeout_s + self.lease_margin_s
 
     @property
+    def heartbeat_seconds(self) -> int | None:
+        """DEDUP_HEARTBEAT_SECONDS: the lease a claim takes, renewed while its job runs.
+
+        A holder that dies stops blocking its run after this (plus the clock-skew
+        margin), so Scheduler's next retry redoes it; a live one renews it every
+        third (`runledger.lease`). None when the whole lease is no longer than that.
+        """
+        return facts.HEARTBEAT_S if self.lease_seconds > facts.HEARTBEAT_S else None
+
+    @property
     def retention_seconds(self) -> int:
         """How long a run record must survive: past every retry of the slowest job.
 
@@ -207,10 +217,12 @@ class ScheduleConfig:
 
     def handler_env(self) -> dict[str, str]:
         """The handler's static DEDUP_* settings (the invoker allow-list is added at deploy)."""
+        heartbeat = self.heartbeat_seconds
         return {
             "DEDUP_COLLECTION": self.collection,
             "DEDUP_DATABASE": self.database.name,
             "DEDUP_LEASE_SECONDS": str(self.lease_seconds),
+            **({} if heartbeat is None else {"DEDUP_HEARTBEAT_SECONDS": str(heartbeat)}),
             "DEDUP_RETENTION_SECONDS": str(self.retention_seconds),
             "DEDUP_PROJECT_HEADER": self.project_header,
             "DEDUP_REGION_HEADER": self.region_header,

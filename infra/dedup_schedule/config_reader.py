@@ -25,6 +25,9 @@ PROJECT_NAME = "scheduler-dedup"
 MAX_REQUEST_TIMEOUT_S = 3600
 MAX_INSTANCES_LIMIT = 1000
 MAX_CONCURRENCY = 1000
+# The handler is I/O bound (Firestore round trips, a waiting duplicate's sleeps), so
+# one instance serves several deliveries at once; see `config_capacity`.
+DEFAULT_CONCURRENCY = 8
 
 # Service-account ids are 6-30 characters and the longest suffix we append is "-invoker";
 # with a 30-character project id the source bucket name stays within 63 characters.
@@ -151,7 +154,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
     jobs = parse_jobs(reader)
     request_timeout = _request_timeout(reader, jobs)
 
-    concurrency = reader.integer("concurrency", 1, 1, MAX_CONCURRENCY)
+    concurrency = reader.integer("concurrency", DEFAULT_CONCURRENCY, 1, MAX_CONCURRENCY)
     cpu = reader.text("cpu", "1", _CPU, "a number of CPUs such as '1' or '0.5'")
     if concurrency > 1 and float(cpu) < 1:
         raise ConfigError(

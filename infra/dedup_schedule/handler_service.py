@@ -252,8 +252,14 @@ def _function(
         **cfg.handler_env(),
         # IAM admits every holder of run.invoker (the project's owners and editors
         # too); the handler runs work only for the jobs' invoker account, read from
-        # the token Cloud Run verified.
+        # the token Cloud Run verified: its `email` claim, or its `sub` claim, which
+        # is the account's unique id ("The unique id of the service account",
+        # `serviceaccount.Account.unique_id`) and is in every Google ID token.
         "DEDUP_ALLOWED_INVOKERS": args.invoker.email,
+        "DEDUP_ALLOWED_INVOKER_IDS": args.invoker.unique_id,
+        # functions-framework serves on as many threads as THREADS says (default four
+        # per CPU it sees): one per request Cloud Run may send the instance at once.
+        "THREADS": str(cfg.concurrency),
     }
     return gcp.cloudfunctionsv2.Function(
         place.name("handler"),

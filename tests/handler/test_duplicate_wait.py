@@ -196,15 +196,31 @@ def test_wait_ends_with_409_inside_the_jobs_attempt_deadline(firestore_store, rp
     assert job.runs == 1
 
 
-def test_wait_stops_when_the_holders_lease_runs_out(firestore_store):
+def test_wait_stops_when_the_holders_lease_runs_out_and_the_duplicate_takes_the_run_over(
+    firestore_store,
+):
+    """The holder stopped renewing (it died, as far as the ledger can tell): the waiting
+    duplicate claims the run with the same fenced claim, runs it and answers its outcome;
+    the stalled holder, should it wake, can record nothing."""
     job, clock = Holder(), FakeClock()
     timer = ScriptedTimer([lambda: clock.advance(seconds=LEASE.total_seconds() + 3)])
     app = _app(firestore_store, job, clock, timer)
     job.start(app)
     duplicate = deliver(app, HEADERS)
     job.finish()
-    assert (duplicate.status, duplicate.outcome) == (409, "duplicate_in_progress")
+    assert (duplicate.status, duplicate.outcome) == (200, "completed")
     assert timer.sleeps == [0.5]
+    assert job.runs == 2
+    assert job.answer is not None and (job.answer.status, job.answer.outcome) == (
+        409,
+        "lease_lost",
+    )
+    record = firestore_store.get(_key(app)).record
+    assert (record.status, record.attempts, record.attempt_id) == (
+        Status.COMPLETED,
+        2,
+        "attempt-3",
+    )
 
 
 def test_real_wait_answers_409_before_its_cap(firestore_store):

@@ -125,6 +125,7 @@ def test_handler_env_carries_every_dedup_setting() -> None:
         "DEDUP_COLLECTION": "runs",
         "DEDUP_DATABASE": "ledger-db",
         "DEDUP_LEASE_SECONDS": str(config.lease_seconds),
+        "DEDUP_HEARTBEAT_SECONDS": "60",
         "DEDUP_RETENTION_SECONDS": str(config.retention_seconds),
         "DEDUP_PROJECT_HEADER": "X-Dedup-Project",
         "DEDUP_REGION_HEADER": "X-Dedup-Region",

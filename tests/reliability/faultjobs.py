@@ -24,6 +24,7 @@ from runledger import Jobs, RunContext, TerminalJobError
 
 JOBS = Jobs()
 EFFECTS = "effects.log"
+BARRIER = "barrier.log"
 _write_lock = threading.Lock()
 
 
@@ -73,6 +74,25 @@ def load_work(ctx: RunContext) -> None:
 
 for _name in LOAD_JOBS:
     JOBS.job(_name)(load_work)
+
+
+@JOBS.job("barrier")
+def barrier(ctx: RunContext) -> None:
+    """Run only while REL_BARRIER_N runs of this job are inside it at once.
+
+    Each execution records its begin, then waits (bounded) until REL_BARRIER_N
+    begins are recorded: a server that served requests one at a time would never
+    get there, and the job fails.
+    """
+    record(f"begin {ctx.run_id} {ctx.attempt_id}", name=BARRIER)
+    wanted = int(os.environ["REL_BARRIER_N"])
+    deadline = time.monotonic() + float(os.environ.get("REL_PAUSE_LIMIT_S", "60"))
+    path = _fault_dir() / BARRIER
+    while len(path.read_text(encoding="utf-8").splitlines()) < wanted:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {wanted} runs of 'barrier' were in flight at once")
+        time.sleep(0.02)
+    record(f"end {ctx.run_id} {ctx.attempt_id}")
 
 
 @JOBS.job("probe")

@@ -39,6 +39,8 @@ class TcpLink(TcpRelay):
         super().__init__((target_host, target_port))
         self._up = threading.Event()
         self._up.set()
+        self._answering = threading.Event()
+        self._answering.set()
         self.start()
 
     @classmethod
@@ -54,6 +56,14 @@ class TcpLink(TcpRelay):
 
     def restore(self) -> None:
         self._up.set()
+        self._answering.set()
+
+    def swallow_answers(self) -> None:
+        """Deliver requests, discard what comes back: a write lands, its answer is lost.
+
+        The discarded bytes leave the open connections unusable; `cut()` them next.
+        """
+        self._answering.clear()
 
     def close(self) -> None:
         self.stop()
@@ -72,15 +82,17 @@ class TcpLink(TcpRelay):
     def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
         # Not joined on stop: a reset socket does not wake a pump blocked in recv(),
         # so waiting for the pumps could hold `close()` for the join timeout.
-        for src, dst in ((client, upstream), (upstream, client)):
-            self._spawn("tcp-link-pump", self._pump, src, dst, join_on_stop=False)
+        for src, dst, answers in ((client, upstream, False), (upstream, client, True)):
+            self._spawn("tcp-link-pump", self._pump, src, dst, answers, join_on_stop=False)
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         try:
             while True:
                 data = src.recv(_CHUNK)
                 if not data:
                     break
+                if answers and not self._answering.is_set():
+                    continue
                 dst.sendall(data)
         except OSError:
             pass

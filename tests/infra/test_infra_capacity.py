@@ -1,0 +1,45 @@
+"""The plan's capacity numbers: whether waiting duplicates can starve other jobs' deliveries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dedup_schedule.config_capacity import capacity, overlapping_runs, run_span_s
+from dedup_schedule.config_reader import parse_config
+from offline.stack_file import read_project_name, read_stack_values
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _example(**overrides: object) -> dict[str, object]:
+    values = read_stack_values(REPO, "example")
+    return values | {f"scheduler-dedup:{key}": value for key, value in overrides.items()}
+
+
+def test_the_example_stack_serves_twice_what_its_jobs_can_have_in_flight() -> None:
+    config = parse_config(_example(), read_project_name(REPO))
+    found = capacity(config)
+    # A holder and one waiting retry per open run; no job's runs overlap; the audit's one.
+    assert found.in_flight == 2 * len(config.jobs) + 1
+    assert found.serves == config.max_instances * config.concurrency
+    assert found.holds and found.serves >= 2 * found.in_flight
+    assert found.summary().endswith(": holds")
+
+
+def test_one_request_per_instance_is_reported_short() -> None:
+    config = parse_config(_example(concurrency=1), read_project_name(REPO))
+    found = capacity(config)
+    assert not found.holds
+    assert "SHORT: raise concurrency" in found.summary()
+
+
+def test_runs_that_outlast_the_interval_count_once_each() -> None:
+    assert overlapping_runs("*/5 * * * *", 900) == 3
+    assert overlapping_runs("*/5 * * * *", 899) == 3
+    assert overlapping_runs("*/5 * * * *", 300) == 1
+    assert overlapping_runs("0 9 * * 1-5", 3600) == 1
+    config = parse_config(_example(), read_project_name(REPO))
+    job = config.jobs[0]
+    assert run_span_s(job, config.request_timeout_s) == (
+        job.retry_window_s + config.request_timeout_s - job.attempt_deadline_s
+    )
