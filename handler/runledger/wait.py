@@ -12,7 +12,17 @@ The budget ends before the job's attempt deadline: "If the request handler
 does not respond by this deadline then the request is cancelled and the
 attempt is marked as a DEADLINE_EXCEEDED failure" (Cloud Scheduler API,
 `Job.attempt_deadline`). A margin of max(2 s, 10 %) is left for the answer
-to travel and for the time the request spent before the handler saw it.
+to travel and for the time the request spent before the handler saw it: the
+budget counts from the request's start in the handler, and a cold start comes
+before that. The 2 s floor covers the slowest cold start `make bench` measures
+(a fresh handler process from spawn to exit, docs/benchmarks.md; a test holds
+the floor to that figure) with room for the answer. Queueing comes before it
+too: Cloud Run queues a request only while every instance is at its
+concurrency and `maxInstances` is reached ("About container instance
+autoscaling"), which the plan's capacity numbers keep clear of.
+
+A wait that sees the holder's lease run out ends there, and the duplicate
+claims the run itself (`runledger.app`).
 
 The core is pure: the clocks, the sleep and the record reader are injected,
 so tests drive it without sleeping.

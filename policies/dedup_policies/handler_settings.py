@@ -25,6 +25,9 @@ class HandlerSettings:
     project_header: str
     region_header: str
     allowed_invokers: frozenset[str] = frozenset()  # empty: any caller Cloud Run admits
+    # DEDUP_HEARTBEAT_SECONDS, the claim lease renewed while a job runs: None when unset
+    # (the claim lease is then DEDUP_LEASE_SECONDS); -1 when set but not a whole number.
+    heartbeat_seconds: float | None = None
     allowed_projects: frozenset[str] = frozenset()
     allowed_regions: frozenset[str] = frozenset()
     # Variables whose value is unknown until deploy (preview); their field holds the default.
@@ -63,6 +66,11 @@ class HandlerSettings:
             project_header=text("DEDUP_PROJECT_HEADER", facts.DEFAULT_PROJECT_HEADER),
             region_header=text("DEDUP_REGION_HEADER", facts.DEFAULT_REGION_HEADER),
             allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
+            heartbeat_seconds=(
+                None
+                if "DEDUP_HEARTBEAT_SECONDS" not in env
+                else seconds("DEDUP_HEARTBEAT_SECONDS", facts.HEARTBEAT_S) or -1.0
+            ),
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
             unknown=dict(unknown or {}),

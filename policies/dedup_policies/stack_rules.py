@@ -21,8 +21,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from dedup_policies import handler_resource, stack_view, types
+from dedup_policies import facts, handler_resource, stack_view, types
 from dedup_policies.facts import DEFAULT_ATTEMPT_DEADLINE_S, DEFAULT_DATABASE, TTL_FIELD
+from dedup_policies.handler_settings import HandlerSettings
 from dedup_policies.props import as_list, as_mapping, as_text, format_seconds, get_path
 from dedup_policies.scheduler_job import (
     attempt_deadline_seconds,
@@ -147,6 +148,29 @@ def _check_lease(handler: Handler, report: ReportViolation) -> None:
             "executing (Cloud Run does not stop code at the timeout).",
             handler.resource.urn,
         )
+    _check_heartbeat(handler, settings, report)
+
+
+def _check_heartbeat(handler: Handler, settings: HandlerSettings, report: ReportViolation) -> None:
+    """The heartbeat lease a claim takes must survive a failed renewal and fit in the lease."""
+    settings.require("DEDUP_HEARTBEAT_SECONDS")
+    heartbeat = settings.heartbeat_seconds
+    if heartbeat is None:
+        return
+    if heartbeat < facts.MIN_HEARTBEAT_S:
+        report(
+            f"{handler.label} sets DEDUP_HEARTBEAT_SECONDS to something shorter than "
+            f"{facts.MIN_HEARTBEAT_S} s (or not a whole number); a live holder whose one "
+            "renewal fails could lose its run, and the handler refuses to start.",
+            handler.resource.urn,
+        )
+    elif settings.lease_seconds is not None and heartbeat > settings.lease_seconds:
+        report(
+            f"{handler.label} sets DEDUP_HEARTBEAT_SECONDS ({format_seconds(heartbeat)}) "
+            f"longer than DEDUP_LEASE_SECONDS ({format_seconds(settings.lease_seconds)}); "
+            "the handler refuses to start.",
+            handler.resource.urn,
+        )
 
 
 def _lease_covers_timeout(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -155,7 +179,8 @@ def _lease_covers_timeout(args: StackValidationArgs, report: ReportViolation) ->
 
 lease_covers_timeout = StackValidationPolicy(
     name="lease-covers-request-timeout",
-    description="The handler's claim lease lasts at least its request timeout.",
+    description="The handler's lease lasts at least its request timeout, and its heartbeat "
+    "lease survives a failed renewal and fits in it.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=_lease_covers_timeout,
 )

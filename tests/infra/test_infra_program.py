@@ -8,6 +8,7 @@ The program runs with preview off, so every `apply` runs and computed values
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,6 +241,21 @@ def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
     # 3 retries end after 2610 s, its 2 h maxRetryDuration later: 7200 + one 600 s
     # deadline; plus the default one-day margin.
     assert int(env["DEDUP_RETENTION_SECONDS"]) == 7200 + 600 + 86400
+
+
+def test_the_handler_knows_the_invoker_by_email_and_by_unique_id(resources) -> None:
+    """Google ID tokens always carry `sub` (the account's unique id); `email` is optional."""
+    env = only(resources, FUNCTION).inputs["serviceConfig"]["environmentVariables"]
+    email_id = email("invoker")
+    # The mocks' uniqueId of an account: a number derived from its email (offline.mockrun).
+    unique_id = str(int(hashlib.sha256(email_id.encode()).hexdigest(), 16) % 10**21)
+
+    assert env["DEDUP_ALLOWED_INVOKERS"] == email_id
+    assert env["DEDUP_ALLOWED_INVOKER_IDS"] == unique_id
+    # As many serving threads as requests Cloud Run may send one instance.
+    assert env["THREADS"] == str(
+        only(resources, FUNCTION).inputs["serviceConfig"]["maxInstanceRequestConcurrency"]
+    )
 
 
 def test_one_scheduler_job_per_configured_job(resources) -> None:

@@ -288,6 +288,20 @@ VARIANTS = [
         "not a whole number of seconds",
     ),
     Variant(
+        "heartbeat-too-short",
+        env("DEDUP_HEARTBEAT_SECONDS", "20"),
+        {"lease-covers-request-timeout": MANDATORY},
+        "demo-handler",
+        "DEDUP_HEARTBEAT_SECONDS to something shorter than 48 s",
+    ),
+    Variant(
+        "heartbeat-beyond-lease",
+        env("DEDUP_HEARTBEAT_SECONDS", "4000"),
+        {"lease-covers-request-timeout": MANDATORY},
+        "demo-handler",
+        "longer than DEDUP_LEASE_SECONDS",
+    ),
+    Variant(
         "retention-below-retry-window",
         env("DEDUP_RETENTION_SECONDS", "3000"),
         {"retention-covers-retry-window": MANDATORY},
