@@ -175,6 +175,13 @@ def handler_env(
         f"DEDUP_LEASE_SECONDS {config.lease_seconds} -> {lease} "
         f"(compressed; longest demo work {longest_work:.1f} s)",
     ]
+    heartbeat = config.heartbeat_seconds
+    if heartbeat is not None and heartbeat > lease:
+        env.pop("DEDUP_HEARTBEAT_SECONDS")
+        notes.append(
+            f"DEDUP_HEARTBEAT_SECONDS {heartbeat} -> unset (the compressed lease, "
+            "renewed while the work runs, is the claim's lease)"
+        )
     if retention != config.retention_seconds:
         notes.append(
             f"DEDUP_RETENTION_SECONDS {config.retention_seconds} -> {retention} "

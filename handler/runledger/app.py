@@ -34,7 +34,7 @@ from runledger.log import log_line
 from runledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.store import RunStore
-from runledger.wait import DuplicateWait, Waited
+from runledger.wait import DuplicateWait
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
@@ -82,7 +82,7 @@ def _duplicate_response(duplicate: Duplicate) -> Response:
     )
 
 
-def _waited_response(waited: Waited) -> Response:
+def _waited_response(record: RunRecord) -> Response:
     """What the holder's outcome means for Scheduler, as the duplicate learnt it by waiting.
 
     Completed answers 200 and failed for good 422, as for a duplicate of a run
@@ -91,8 +91,6 @@ def _waited_response(waited: Waited) -> Response:
     held when the wait ran out: 409 as without a wait. (A record that is gone or
     whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
     """
-    record = waited.record
-    assert record is not None
     holder = f"attempt {record.attempt_id}"
     if record.status is Status.COMPLETED:
         return Response(
@@ -258,7 +256,7 @@ class App:
             record.status is Status.IN_PROGRESS and may_take_over(record, self._clock())
         ):
             return self._take_over(run, record, body, fields)
-        return _waited_response(waited)
+        return _waited_response(record)
 
     def _take_over(
         self,
