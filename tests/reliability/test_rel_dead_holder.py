@@ -5,7 +5,9 @@ A claim's lease is the short heartbeat lease the stack deploys
 SIGKILL right after its job started, and a claim whose write landed but whose
 answer never came back, block their run for one heartbeat lease (plus the
 clock-skew margin) at most, and a Scheduler retry that comes 90 s later runs
-the run, once, answering 200. Both cases share the one real 90 s wait.
+the run, once, answering 200. A retry that arrived while the holder was still
+thought alive waits, sees the lease run out, and runs the run itself. The cases
+share the one real 90 s wait.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
-from tests.reliability.relsupport import deliver, effects, wait_for
+from tests.reliability.relsupport import deliver, effects, log_entries, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTION = "rel_dead_holder"
@@ -91,7 +93,7 @@ def _by_attempt(fault_dir: Path, key: str) -> dict[str, list[str]]:
 
 @pytest.mark.firestore
 @pytest.mark.timeout(360)
-def test_example_stack_redoes_a_killed_holder_and_a_lost_claim_answer_once_90s_later(
+def test_example_stack_redoes_killed_holders_and_a_lost_claim_answer_once(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
     config = _example()
@@ -100,50 +102,80 @@ def test_example_stack_redoes_a_killed_holder_and_a_lost_claim_answer_once_90s_l
     # Why 90 s is enough: a dead claim blocks its run one heartbeat lease plus the skew.
     assert heartbeat + MAX_CLOCK_SKEW.total_seconds() < REDELIVERY_AFTER_S
     store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), COLLECTION)
-    (killed_job, killed_at), (lost_job, lost_at), (warm_job, warm_at) = _recent_runs(config, 3)
+    recent = _recent_runs(config, 4)
+    (killed_job, killed_at), (lost_job, lost_at), (warm_job, warm_at), (waited_job, waited_at) = (
+        recent
+    )
     killed, lost = _key(config, killed_job, killed_at), _key(config, lost_job, lost_at)
+    waited = _key(config, waited_job, waited_at)
 
-    # 1. The holder dies (SIGKILL) right after its job started.
+    # 1. The holder of two runs dies (SIGKILL) right after their jobs started.
     env = _env(config, clean_emulator.env(), fault_dir)
     holder = servers.start(env | {"REL_PAUSE_AT": "during"})
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(deliver, holder.url, _headers(config, killed_job, killed_at))
-        wait_for((fault_dir / "reached-during").exists, 60, "the holder's job to start")
+    retry = servers.start(env)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        held = [
+            pool.submit(deliver, holder.url, _headers(config, job, when))
+            for job, when in ((killed_job, killed_at), (waited_job, waited_at))
+        ]
+        wait_for(
+            lambda: {run for kind, run, _ in effects(fault_dir)} == {killed, waited},
+            60,
+            "both holders' jobs to start",
+        )
         holder.kill()
         killed_monotonic = time.monotonic()
-        with pytest.raises((ConnectionError, http.client.HTTPException)):
-            pending.result(timeout=30)
-    stuck = store.get(killed)
-    assert stuck is not None and stuck.record.status is Status.IN_PROGRESS
-    assert stuck.record.lease_expires - stuck.record.claimed_at == timedelta(seconds=heartbeat)
-    dead_attempt = stuck.record.attempt_id
-
-    # 2. A claim lands but its answer is lost, and Firestore stays unreachable for
-    #    the give-up too: the handler answers 5xx and the claim stands for one lease.
-    with TcpLink.in_front_of(clean_emulator.host) as link:
-        behind = servers.start(
-            _env(config, {**clean_emulator.env(), "FIRESTORE_EMULATOR_HOST": link.host}, fault_dir)
+        for pending in held:
+            with pytest.raises((ConnectionError, http.client.HTTPException)):
+                pending.result(timeout=30)
+        # A retry of one of them arrives at once: it waits for the holder's outcome.
+        waiting = pool.submit(
+            deliver, retry.url, _headers(config, waited_job, waited_at), timeout_s=180
         )
-        warm = deliver(behind.url, _headers(config, warm_job, warm_at))
-        assert (warm.status, warm.outcome) == (200, "completed")  # the channel is open
-        link.swallow_answers()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(
-                deliver, behind.url, _headers(config, lost_job, lost_at), timeout_s=90
-            )
-            wait_for(lambda: store.get(lost) is not None, 30, "the claim to land")
-            link.cut()
-            unanswered = pending.result(timeout=90)
-        link.restore()
-    assert (unanswered.status, unanswered.outcome) == (503, "store_unavailable")
-    assert "could not be given up" in unanswered.body["message"]
-    landed = store.get(lost)
-    assert landed is not None and landed.record.status is Status.IN_PROGRESS
-    assert _by_attempt(fault_dir, lost) == {}, "the job never ran under the lost claim"
+        stuck = store.get(killed)
+        assert stuck is not None and stuck.record.status is Status.IN_PROGRESS
+        assert stuck.record.lease_expires - stuck.record.claimed_at == timedelta(seconds=heartbeat)
+        dead_attempt = stuck.record.attempt_id
+        dead_waited = store.get(waited).record.attempt_id
 
-    # 3. Scheduler's retries of both runs arrive 90 s after the kill, at a new instance.
+        # 2. Meanwhile a claim lands but its answer is lost, and Firestore stays unreachable for
+        #    the give-up too: the handler answers 5xx and the claim stands for one lease.
+        with TcpLink.in_front_of(clean_emulator.host) as link:
+            behind = servers.start(
+                _env(
+                    config,
+                    {**clean_emulator.env(), "FIRESTORE_EMULATOR_HOST": link.host},
+                    fault_dir,
+                )
+            )
+            warm = deliver(behind.url, _headers(config, warm_job, warm_at))
+            assert (warm.status, warm.outcome) == (200, "completed")  # the channel is open
+            link.swallow_answers()
+            with concurrent.futures.ThreadPoolExecutor(1) as lost_pool:
+                pending = lost_pool.submit(
+                    deliver, behind.url, _headers(config, lost_job, lost_at), timeout_s=90
+                )
+                wait_for(lambda: store.get(lost) is not None, 30, "the claim to land")
+                link.cut()
+                unanswered = pending.result(timeout=90)
+            link.restore()
+        assert (unanswered.status, unanswered.outcome) == (503, "store_unavailable")
+        assert "could not be given up" in unanswered.body["message"]
+        landed = store.get(lost)
+        assert landed is not None and landed.record.status is Status.IN_PROGRESS
+        assert _by_attempt(fault_dir, lost) == {}, "the job never ran under the lost claim"
+
+        took_over = waiting.result(timeout=180)
+    # The wait saw the dead holder's lease run out and ran the run itself, once.
+    assert (took_over.status, took_over.outcome) == (200, "completed")
+    lines = [e for e in log_entries(retry.log()) if e.get("run_key") == waited]
+    assert [e.get("took_over_from") for e in lines] == [dead_waited]
+    by_waited = _by_attempt(fault_dir, waited)
+    assert by_waited.pop(dead_waited) == ["begin"]
+    assert list(by_waited.values()) == [["begin", "end"]]
+
+    # 3. Scheduler's retries of both runs arrive 90 s after the kill.
     time.sleep(max(0.0, killed_monotonic + REDELIVERY_AFTER_S - time.monotonic()))
-    retry = servers.start(env)
     for job, when, key in ((killed_job, killed_at, killed), (lost_job, lost_at, lost)):
         reply = deliver(retry.url, _headers(config, job, when))
         assert (reply.status, reply.outcome) == (200, "completed"), (job, reply.body)
