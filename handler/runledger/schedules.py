@@ -30,7 +30,7 @@ from runledger.facts import (
     JOB_ID,
     MAX_ATTEMPT_DEADLINE_S,
     MIN_ATTEMPT_DEADLINE_S,
-    unix_cron_problem,
+    schedule_problem,
 )
 
 VARIABLE = "DEDUP_SCHEDULES"
@@ -111,7 +111,7 @@ def _entry(index: int, entry: Any) -> JobSchedule:
     if job == AUDIT_JOB_ID:
         raise ConfigError(f"{where}: id {AUDIT_JOB_ID!r} is reserved for the audit itself")
     schedule = entry["schedule"]
-    problem = unix_cron_problem(schedule) if isinstance(schedule, str) else "not a string"
+    problem = schedule_problem(schedule) if isinstance(schedule, str) else "not a string"
     if problem:
         raise ConfigError(f"{where}: schedule {problem}")
     time_zone = entry["timeZone"]

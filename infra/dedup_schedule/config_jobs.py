@@ -121,7 +121,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         "id", None, facts.JOB_ID, "a Cloud Scheduler job id (letters, digits, '-', '_')"
     )
     schedule = job.text("schedule", None, ANY_TEXT, "a unix-cron schedule")
-    problem = facts.unix_cron_problem(schedule)
+    problem = facts.schedule_problem(schedule)
     if problem:
         raise ConfigError(f"{job.key('schedule')}: {problem}")
     deadline = job.duration("attemptDeadline", facts.DEFAULT_ATTEMPT_DEADLINE_S)
