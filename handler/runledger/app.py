@@ -32,6 +32,7 @@ from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity
 from runledger.log import log_line
 from runledger.record import Status
+from runledger.scheduler_state import scheduler_lister
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.store import RunStore
 from runledger.wait import DuplicateWait, Waited
@@ -161,7 +162,7 @@ class App:
         audit = audit_settings(env, settings)
         check_jobs(audit, jobs, settings.jobs_module)
         app = cls(settings, jobs, firestore_store, duplicate_wait=configured_wait(settings, audit))
-        install_audit(app, audit)
+        install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
         return app
 
     @property

@@ -283,3 +283,8 @@ FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # A scheduled run that never finished: none started, its lease ran out, or Scheduler's
 # retries ended on a retryable failure.
 MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEASED)
+# A job the audit could not judge run by run: its live schedule or time zone in Cloud
+# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed.
+OUTCOME_JOB_DRIFTED = "job_drifted"
+OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
+JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)

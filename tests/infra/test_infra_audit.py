@@ -391,6 +391,7 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
     assert {finding.outcome for finding in Finding} == {
         *facts.MISSED_RUN_OUTCOMES,
         facts.OUTCOME_RUN_FAILED,
+        *facts.JOB_FINDING_OUTCOMES,
     }
     stream = io.StringIO()
     now = datetime(2026, 10, 16, tzinfo=UTC)
