@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from runledger.audit import install_audit
 from runledger.config import Settings
@@ -132,6 +133,7 @@ class App:
         new_attempt_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         renewals: Renewals | None = None,
         duplicate_wait: DuplicateWait | None = None,
+        zones: Mapping[str, ZoneInfo] | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -144,6 +146,9 @@ class App:
         self._ledger_lock = threading.Lock()
         # None: an in-progress duplicate is answered 409 at once.
         self._duplicate_wait = duplicate_wait
+        # Each scheduled job's time zone (DEDUP_SCHEDULES): a wall time the clocks repeat
+        # is one run (`delivery.wall_time_instant`).
+        self.zones = dict(zones or {})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -161,7 +166,13 @@ class App:
 
         audit = audit_settings(env, settings)
         check_jobs(audit, jobs, settings.jobs_module)
-        app = cls(settings, jobs, firestore_store, duplicate_wait=configured_wait(settings, audit))
+        app = cls(
+            settings,
+            jobs,
+            firestore_store,
+            duplicate_wait=configured_wait(settings, audit),
+            zones={schedule.id: schedule.zone for schedule in audit.schedules},
+        )
         install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
         return app
 
@@ -206,7 +217,9 @@ class App:
             return Response(413, "rejected", f"body larger than {MAX_BODY_BYTES} bytes")
         try:
             check_invoker(headers, self.settings.allowed_invokers)
-            delivery = identify_delivery(headers, self.settings, self.jobs, self._clock())
+            delivery = identify_delivery(
+                headers, self.settings, self.jobs, self._clock(), self.zones
+            )
         except BadRequest as exc:
             return Response(exc.status, "rejected", exc.reason)
         try:

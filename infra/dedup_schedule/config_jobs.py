@@ -27,6 +27,7 @@ _JOB_KEYS = frozenset(
         "target",
         "catchUp",
         "catchUpMaxAge",
+        "paused",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -143,6 +144,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         target=_parse_target(job, "target"),
         catch_up=catch_up,
         catch_up_max_age_s=catch_up_max_age,
+        paused=job.boolean("paused", False),
     )
 
 
