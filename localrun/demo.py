@@ -38,6 +38,7 @@ from localrun.demo_audit import (
     settled_by,
 )
 from localrun.demo_invariant import Invariant, check_invariant
+from localrun.demo_pause import Pause, pause_midway, pause_problems, paused_schedules
 from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
 from localrun.demo_report import (
     WAITED_OUTCOMES,
@@ -73,6 +74,7 @@ from localrun.simulator import (
     plan_runs,
     replayed_since,
 )
+from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 if TYPE_CHECKING:
     from dedup_schedule.config import ScheduleConfig
@@ -300,20 +302,31 @@ def _run_audit(
     results: Sequence[RunResult],
     catch_up: bool,
     drive: Callable[[Sequence[RunPlan]], list[RunResult]],
+    pause: Pause | None,
+    held: Sequence[RunPlan],
 ) -> tuple[AuditOutcome, list[RunResult]]:
     """Audit the ledger through the handler's reserved job, once every run has settled.
 
     Runs that came due while the demo ran are delivered first, as the Scheduler
     would; then the downstream outage ends (so a catch-up of an exhausted run
     can succeed), and the audit job is delivered. Returns the audit's outcome
-    and the late runs' results.
+    and the late runs' results. The paused job's runs are neither expected as
+    findings nor delivered late; the audit must list it as paused.
     """
     expected = expected_findings(check_invariant(results, read_events(files.events)))
+    if pause is not None:
+        expected = {
+            label: kind for label, kind in expected.items() if not label.startswith(f"{pause.job}@")
+        }
     wait = (settled_by(plans, env.env) - datetime.now(UTC)).total_seconds()
     if wait > 0:
         say(f"waiting {wait:.0f} s until the audit judges the latest replayed run ...")
         time.sleep(wait)
-    late = late_runs(jobs, now, datetime.now(UTC))
+    late = [
+        plan
+        for plan in late_runs(jobs, now, datetime.now(UTC))
+        if pause is None or plan.job != pause.job
+    ]
     if late:
         say(f"{len(late)} run(s) came due while the demo ran; the Scheduler delivers them:")
     late_results = drive(late)
@@ -321,7 +334,13 @@ def _run_audit(
     say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
     answer = deliver_audit(transport, jobs[0], datetime.now(UTC))
     _settle(files.events, SETTLE_S)
-    return audit_outcome(answer, log_path, expected, catch_up), late_results
+    outcome = audit_outcome(answer, log_path, expected, catch_up)
+    if pause is not None:
+        problems = pause_problems(
+            pause, held, read_events(files.events), outcome.summary, outcome.findings
+        )
+        outcome = replace(outcome, problems=(*outcome.problems, *problems))
+    return outcome, late_results
 
 
 def run_demo(
@@ -340,6 +359,10 @@ def run_demo(
     speedup = speedups(config)
     jobs = sim_jobs(config, speedup)
     plans = plan_runs(jobs, now, PlanSettings(options.runs), random.Random(options.seed))
+    # An operator pauses one job midway: Scheduler sends none of its later runs.
+    pause = pause_midway(plans)
+    held = [plan for plan in plans if pause is not None and pause.covers(plan)]
+    plans = [plan for plan in plans if pause is None or not pause.covers(plan)]
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
     files = DemoFiles(workdir / "plan.json", workdir / "executions.log", workdir / "outage-over")
     events_path = files.events
@@ -357,6 +380,19 @@ def run_demo(
         audit_since=audit_since,
         catch_up=options.catch_up,
     )
+    if pause is not None:
+        env = replace(
+            env,
+            env={
+                **env.env,
+                SCHEDULES_VARIABLE: paused_schedules(env.env[SCHEDULES_VARIABLE], pause),
+            },
+            notes=(
+                *env.notes,
+                f"{pause.job} paused from {pause.since:%H:%M:%S}Z (its {len(held)} later run(s) "
+                'never sent): its DEDUP_SCHEDULES entry says "paused": true',
+            ),
+        )
     # The stack "was deployed" before the oldest run the demo replays.
     deployed = min([plan.schedule_time for plan in plans if not plan.manual] + [audit_since])
 
@@ -420,6 +456,8 @@ def run_demo(
                     results,
                     options.catch_up,
                     drive,
+                    pause,
+                    held,
                 )
                 results += late
         finally:

@@ -231,6 +231,8 @@ def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
             f"checked, {s['pending']} pending, {s['reads']} document reads, "
             f"{s['findings']} finding(s), {s['caught_up']} caught up"
         )
+        for paused in s.get("paused_jobs", []):
+            lines.append(f"  paused    {paused['job']:<36} not run, not a finding (no page)")
     for item in audit.findings:
         why = _WHY.get(item.finding, "")
         caught = f"  catch-up: {item.catch_up}" if item.catch_up else ""

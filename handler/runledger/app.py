@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from runledger.audit import install_audit
 from runledger.config import Settings
@@ -32,6 +33,7 @@ from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity, may_take_over
 from runledger.log import log_line
 from runledger.record import RunRecord, Status
+from runledger.scheduler_state import scheduler_lister
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.store import RunStore
 from runledger.wait import DuplicateWait
@@ -129,6 +131,7 @@ class App:
         new_attempt_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         renewals: Renewals | None = None,
         duplicate_wait: DuplicateWait | None = None,
+        zones: Mapping[str, ZoneInfo] | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -141,6 +144,9 @@ class App:
         self._ledger_lock = threading.Lock()
         # None: an in-progress duplicate is answered 409 at once.
         self._duplicate_wait = duplicate_wait
+        # Each scheduled job's time zone (DEDUP_SCHEDULES): a wall time the clocks repeat
+        # is one run (`delivery.wall_time_instant`).
+        self.zones = dict(zones or {})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -158,8 +164,14 @@ class App:
 
         audit = audit_settings(env, settings)
         check_jobs(audit, jobs, settings.jobs_module)
-        app = cls(settings, jobs, firestore_store, duplicate_wait=configured_wait(settings, audit))
-        install_audit(app, audit)
+        app = cls(
+            settings,
+            jobs,
+            firestore_store,
+            duplicate_wait=configured_wait(settings, audit),
+            zones={schedule.id: schedule.zone for schedule in audit.schedules},
+        )
+        install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
         return app
 
     @property
@@ -206,7 +218,9 @@ class App:
             check_invoker(
                 headers, self.settings.allowed_invokers, self.settings.allowed_invoker_ids
             )
-            delivery = identify_delivery(headers, self.settings, self.jobs, self._clock())
+            delivery = identify_delivery(
+                headers, self.settings, self.jobs, self._clock(), self.zones
+            )
         except BadRequest as exc:
             return Response(exc.status, "rejected", exc.reason)
         try:

@@ -15,10 +15,23 @@ attempt is over (schedule time + the job's retry window + the lease + clock
 skew). Then:
 
     no record                        -> missed
-    in_progress, lease ran out       -> stale
+    in_progress, lease ran out       -> stale      (`ledger.may_take_over` says so)
     failed                           -> failed
     released (retryable failure)     -> released   (Scheduler's retries are over)
     completed, or still running      -> nothing to report
+
+Before that, each job's live state comes from Cloud Scheduler, one listing per
+audit (`runledger.scheduler_state`); where Scheduler cannot be read, from
+DEDUP_SCHEDULES, and the summary says so. Per job:
+
+    paused (live, or `paused` in DEDUP_SCHEDULES)
+                     -> its times since the pause (all, if Scheduler gives no
+                        time) are deliberately not run: listed in the summary,
+                        neither findings nor caught up
+    live schedule or time zone differs from DEDUP_SCHEDULES, or not in Scheduler
+                     -> one finding `drifted` for the job, its runs not judged
+    times cannot be listed (croniter fails)
+                     -> one finding `unauditable` for the job; the others are audited
 
 Cost: one epoch read per job, and one document read per expected run, that is
 the sum over the N jobs of their schedule times in the window (two for a wall
@@ -40,10 +53,11 @@ from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any
 
 from runledger.delivery import run_key
-from runledger.expected import ExpectedRun, expected_runs
-from runledger.ledger import MAX_CLOCK_SKEW, RunIdentity
+from runledger.expected import ExpectedRun, listed_runs
+from runledger.ledger import RunIdentity, may_take_over
 from runledger.log import log_line
 from runledger.record import RunRecord, Status
+from runledger.scheduler_state import Lister, LiveJob, SchedulerUnreadable
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
 
 if TYPE_CHECKING:
@@ -59,11 +73,22 @@ class Finding(StrEnum):
     STALE = "stale"
     FAILED = "failed"
     RELEASED = "released"
+    # One per job, not per run: the job's runs were not judged (see the module doc).
+    DRIFTED = "drifted"
+    UNAUDITABLE = "unauditable"
+
+    @property
+    def per_job(self) -> bool:
+        return self in (Finding.DRIFTED, Finding.UNAUDITABLE)
 
     @property
     def outcome(self) -> str:
         """The `outcome` of the finding's log line, which the stack's log-based metrics count."""
-        return f"run_{self.value}"
+        return f"job_{self.value}" if self.per_job else f"run_{self.value}"
+
+
+# The findings the audit's catch-up redoes (a stale run through the takeover rule).
+_CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
 
 
 Reader = Callable[[Sequence[str]], Mapping[str, RunRecord]]
@@ -74,16 +99,17 @@ Epochs = Callable[[Sequence[JobSchedule], datetime], Mapping[str, datetime]]
 @dataclass(frozen=True)
 class AuditFinding:
     job: str
-    schedule_time: datetime
+    schedule_time: datetime | None  # None for a finding about the whole job
     finding: Finding
-    run_key: str
+    run_key: str | None
     record: RunRecord | None
     catch_up: str | None = None  # the outcome of the audit's own attempt, if it made one
+    detail: str | None = None  # why, for a finding about the whole job
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "job": self.job,
-            "schedule_time": rfc3339(self.schedule_time),
+            "schedule_time": None if self.schedule_time is None else rfc3339(self.schedule_time),
             "finding": self.finding.value,
             "run_key": self.run_key,
         }
@@ -91,7 +117,20 @@ class AuditFinding:
             data.update(attempts=self.record.attempts, error=self.record.error)
         if self.catch_up is not None:
             data["catch_up"] = self.catch_up
+        if self.detail is not None:
+            data["detail"] = self.detail
         return data
+
+
+@dataclass(frozen=True)
+class PausedJob:
+    """A job deliberately not run: paused since `since` (None: Scheduler did not say)."""
+
+    job: str
+    since: datetime | None
+
+    def describe(self) -> str:
+        return self.job + ("" if self.since is None else f" since {rfc3339(self.since)}")
 
 
 @dataclass(frozen=True)
@@ -104,6 +143,19 @@ class AuditReport:
     before_epoch: int  # schedule times before their job's epoch: never judged
     reads: int  # documents read: the jobs' epochs and the settled runs
     findings: list[AuditFinding] = field(default_factory=list)
+    paused: tuple[PausedJob, ...] = ()
+    paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
+    # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
+    scheduler_unread: str | None = None
+
+    @property
+    def job_states(self) -> str:
+        """Where the jobs' paused state and live schedules came from, for the summary."""
+        if self.scheduler_unread is None:
+            return "job states from Cloud Scheduler"
+        return (
+            f"Cloud Scheduler not read ({self.scheduler_unread}): job states from DEDUP_SCHEDULES"
+        )
 
 
 def rfc3339(moment: datetime) -> str:
@@ -122,7 +174,7 @@ def judge(
         return None
     record = records[0]
     if record.status is Status.IN_PROGRESS:
-        return Finding.STALE if record.lease_expires + MAX_CLOCK_SKEW <= now else None
+        return Finding.STALE if may_take_over(record, now) else None
     return Finding.FAILED if record.status is Status.FAILED else Finding.RELEASED
 
 
@@ -138,6 +190,7 @@ class Audit:
         clock: Callable[[], datetime],
         epochs: Epochs,
         catch_up: Callable[[RunIdentity], str] | None = None,
+        live: Lister | None = None,
     ) -> None:
         self._settings = settings
         self._lease = lease
@@ -145,6 +198,7 @@ class Audit:
         self._clock = clock
         self._epochs = epochs
         self._catch_up = catch_up
+        self._live = live
 
     def identity(self, job: str, schedule_time: datetime) -> RunIdentity:
         """The scheduled (not forced) run of `job` at `schedule_time`, keyed as its delivery is."""
@@ -152,13 +206,40 @@ class Audit:
         key = run_key(job, schedule_time, project, region, manual=False)
         return RunIdentity(key, job, schedule_time, project, region, manual=False)
 
+    def _live_jobs(self) -> tuple[Mapping[str, LiveJob] | None, str | None]:
+        """The live jobs by id, or None and why Scheduler was not read."""
+        if self._live is None:
+            return None, "no lister"
+        try:
+            return self._live(), None
+        except SchedulerUnreadable as exc:
+            return None, str(exc)
+
     def run(self, lookback: timedelta | None = None, job: str | None = None) -> AuditReport:
         now = self._clock()
         start = now - (lookback or self._settings.lookback)
         schedules = [s for s in self._settings.schedules if job is None or s.id == job]
-        listed = expected_runs(schedules, start, now)  # refuses an audit too large, unread
-        epochs = self._epochs(schedules, now) if schedules else {}
+        live, unread = self._live_jobs() if schedules else (None, None)
+        findings: list[AuditFinding] = []
+        paused: list[PausedJob] = []
+        judged: list[JobSchedule] = []
+        for schedule in schedules:
+            drift = _drift(schedule, live)
+            if drift:
+                findings.append(_job_finding(schedule.id, Finding.DRIFTED, drift))
+                continue
+            state = None if live is None else live[schedule.id]
+            if schedule.paused if state is None else state.paused:
+                paused.append(PausedJob(schedule.id, None if state is None else state.since))
+            judged.append(schedule)
+        listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
+        for job_id, reason in failures.items():
+            findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
+        epochs = self._epochs(judged, now) if judged else {}
         runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
+        pauses = {item.job: item.since for item in paused}
+        held = [run for run in runs if _paused_at(run, pauses)]
+        runs = [run for run in runs if not _paused_at(run, pauses)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = {
             (run.job.id, instant): self.identity(run.job.id, instant).key
@@ -169,7 +250,6 @@ class Audit:
         records: dict[str, RunRecord] = {}
         for offset in range(0, len(wanted), BATCH):
             records.update(self._read(wanted[offset : offset + BATCH]))
-        findings = []
         for run in settled:
             present = [
                 (instant, records[keys[run.job.id, instant]])
@@ -189,9 +269,12 @@ class Audit:
             jobs=len(schedules),
             checked=len(settled),
             pending=len(runs) - len(settled),
-            before_epoch=len(listed) - len(runs),
-            reads=len(schedules) + len(wanted),
+            before_epoch=len(listed) - len(runs) - len(held),
+            reads=len(judged) + len(wanted),
             findings=findings,
+            paused=tuple(paused),
+            paused_runs=len(held),
+            scheduler_unread=unread,
         )
 
     def _finding(
@@ -207,11 +290,40 @@ class Audit:
         if (
             self._catch_up is not None
             and job.catch_up
-            and finding in (Finding.MISSED, Finding.RELEASED)
+            and finding in _CAUGHT_UP
             and now - schedule_time <= job.catch_up_max_age
         ):
             catch_up = self._catch_up(identity)
         return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
+
+
+def _drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
+    """How the job's live schedule differs from DEDUP_SCHEDULES; "" if it does not or is unknown."""
+    if live is None:
+        return ""
+    state = live.get(job.id)
+    if state is None:
+        return "not in Cloud Scheduler: no run of it will be sent"
+    deployed = (" ".join(job.schedule.split()), job.time_zone)
+    if (state.schedule, state.time_zone) == deployed:
+        return ""
+    return (
+        f"Cloud Scheduler has {state.schedule!r} in {state.time_zone}, DEDUP_SCHEDULES "
+        f"{deployed[0]!r} in {deployed[1]}: its runs are not judged until they agree "
+        "(edit the stack's config, or undo the edit, and deploy)"
+    )
+
+
+def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:
+    return AuditFinding(job, None, finding, None, None, detail=detail)
+
+
+def _paused_at(run: ExpectedRun, pauses: Mapping[str, datetime | None]) -> bool:
+    """Whether the run falls in its job's pause (a pause of unknown start covers the window)."""
+    if run.job.id not in pauses:
+        return False
+    since = pauses[run.job.id]
+    return since is None or run.instants[-1] >= since
 
 
 _SEVERITY = {
@@ -219,12 +331,24 @@ _SEVERITY = {
     Finding.STALE: "ERROR",
     Finding.FAILED: "ERROR",
     Finding.RELEASED: "WARNING",
+    Finding.DRIFTED: "ERROR",
+    Finding.UNAUDITABLE: "ERROR",
 }
 
 
 def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
     """One structured line per finding, then one summary line (its absence means no audit ran)."""
     for item in report.findings:
+        if item.schedule_time is None:
+            log_line(
+                _SEVERITY[item.finding],
+                f"job {item.finding.value}: {item.job}: {item.detail}",
+                stream,
+                outcome=item.finding.outcome,
+                job=item.job,
+                detail=item.detail,
+            )
+            continue
         message = f"scheduled run {item.finding.value}: {item.job} at {rfc3339(item.schedule_time)}"
         log_line(
             _SEVERITY[item.finding],
@@ -243,7 +367,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
         counts[item.finding.value] += 1
     log_line(
         "WARNING" if report.findings else "INFO",
-        f"audit: {len(report.findings)} finding(s) in {report.checked} scheduled run(s)",
+        summary_text(report),
         stream,
         outcome="audit_summary",
         job=AUDIT_JOB_ID,
@@ -256,17 +380,34 @@ def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
         reads=report.reads,
         findings=len(report.findings),
         caught_up=sum(1 for item in report.findings if item.catch_up is not None),
+        paused_jobs=[
+            {"job": item.job, "since": None if item.since is None else rfc3339(item.since)}
+            for item in report.paused
+        ],
+        paused_runs=report.paused_runs,
+        scheduler_read=report.scheduler_unread is None,
+        scheduler_unread=report.scheduler_unread,
         **counts,
     )
 
 
-def install_audit(app: App, settings: AuditSettings) -> None:
+def summary_text(report: AuditReport) -> str:
+    """The summary's words: findings, the paused jobs (not findings), where job states came from."""
+    text = f"audit: {len(report.findings)} finding(s) in {report.checked} scheduled run(s)"
+    if report.paused:
+        shown = ", ".join(item.describe() for item in report.paused)
+        text += f"; paused (not run, not findings): {shown}"
+    return f"{text}; {report.job_states}"
+
+
+def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
     """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
 
     The stack's audit Scheduler job delivers under AUDIT_JOB_ID; the audit then
     runs as that run's job, so two deliveries of one audit time audit once. Each
     catch-up goes through `app.catch_up`, the same claim as a delivery, so a late
-    Scheduler retry of that run and the audit cannot both run it.
+    Scheduler retry of that run and the audit cannot both run it. `live` lists
+    the jobs' live state (None: Scheduler is not asked, DEDUP_SCHEDULES says).
     """
 
     def audit_job(context: RunContext) -> None:
@@ -283,6 +424,7 @@ def install_audit(app: App, settings: AuditSettings) -> None:
                 settings.project, settings.region, schedules, now
             ),
             catch_up=catch_up,
+            live=live,
         )
         log_report(audit.run())
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import BadRequest
@@ -106,6 +107,24 @@ def run_key(job: str, schedule_time: datetime, project: str, region: str, manual
     return _key(job, schedule_time, project, region, "manual" if manual else "scheduled")
 
 
+def wall_time_instant(schedule_time: datetime, zone: ZoneInfo | None) -> datetime:
+    """The instant one local wall time's run is keyed by: its first, if the clocks repeat it.
+
+    Cloud Scheduler runs on wall-clock time in the job's time zone, and on the
+    day a daylight-saving change repeats an hour it "may observe execution
+    anomalies" ("Cron job format and time zone", Time zone): it may fire a wall
+    time twice. The audit expects one run per wall time (`runledger.expected`), so
+    a delivery stamped with the second occurrence (fold=1) is the same run as one
+    stamped with the first. Every other instant is its own key, as before.
+    """
+    if zone is None:
+        return schedule_time
+    local = schedule_time.astimezone(zone)
+    if not local.fold:
+        return schedule_time
+    return local.replace(fold=0).astimezone(UTC)
+
+
 @dataclass(frozen=True)
 class Delivery:
     """The run a delivery names, and for an unstamped forced run the run it may repeat.
@@ -145,7 +164,9 @@ def identify_delivery(
     settings: Settings,
     jobs: Mapping[str, object],
     now: datetime,
+    zones: Mapping[str, ZoneInfo] | None = None,
 ) -> Delivery:
+    """The run a delivery names; `zones` holds each job's time zone (from DEDUP_SCHEDULES)."""
     headers = list(headers)
     job = single_header(headers, JOB_HEADER)
     if not JOB_ID.fullmatch(job):
@@ -185,6 +206,8 @@ def identify_delivery(
     manual = schedule_time > now + MANUAL_TOLERANCE
     if manual and settings.manual_runs is ManualRuns.REJECT:
         raise BadRequest("forced (manual) runs are rejected here (DEDUP_MANUAL_RUNS=reject)", 403)
+    if not manual:
+        schedule_time = wall_time_instant(schedule_time, (zones or {}).get(job))
     return Delivery(
         RunIdentity(
             key=run_key(job, schedule_time, project, region, manual),

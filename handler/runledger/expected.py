@@ -69,7 +69,7 @@ def _instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
 
 
 def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[ExpectedRun]:
-    """`job`'s scheduled times in (start, end], oldest first."""
+    """`job`'s scheduled times in (start, end], oldest first (a repeated one by either instant)."""
     zone = job.zone
     first = start.astimezone(zone).replace(tzinfo=None) - _MAX_OFFSET_CHANGE
     last = end.astimezone(zone).replace(tzinfo=None) + _MAX_OFFSET_CHANGE
@@ -77,7 +77,9 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
     runs: list[ExpectedRun] = []
     while (wall := walls.get_next(datetime)) <= last:
         instants = _instants(wall, zone)
-        if instants and start < instants[0] <= end:
+        # A repeated wall time belongs to the window while its later instant does: it
+        # settles from that one, so a window just long enough for other runs judges it too.
+        if instants and start < instants[-1] and instants[0] <= end:
             runs.append(ExpectedRun(job, instants))
     return runs
 
@@ -112,19 +114,50 @@ def _too_large(schedules: Sequence[JobSchedule], start: datetime, end: datetime)
     )
 
 
-def expected_runs(
+def listed_runs(
     schedules: Sequence[JobSchedule], start: datetime, end: datetime
+) -> tuple[list[ExpectedRun], dict[str, str]]:
+    """Like `expected_runs`, but a job whose times cannot be listed is set apart, not fatal.
+
+    Returns the runs of the jobs that could be listed and, per job that could not,
+    why (one line): the audit reports that job `unauditable` and audits the others.
+    """
+    failures: dict[str, str] = {}
+    listable: list[JobSchedule] = []
+    for job in schedules:
+        try:
+            least_schedule_times(job, start, end)
+        except Exception as exc:  # croniter's errors have no common base
+            failures[job.id] = f"{type(exc).__name__}: {exc}"
+        else:
+            listable.append(job)
+    runs = expected_runs(listable, start, end, failures)
+    return runs, failures
+
+
+def expected_runs(
+    schedules: Sequence[JobSchedule],
+    start: datetime,
+    end: datetime,
+    failures: dict[str, str] | None = None,
 ) -> list[ExpectedRun]:
     """Every job's schedule times in (start, end]; AuditTooLarge past MAX_READS.
 
     Listing them costs CPU (croniter), so an audit whose lower bound already
-    exceeds the cap is refused before listing any.
+    exceeds the cap is refused before listing any. With `failures` given, a job
+    whose times cannot be listed is recorded there (job id: why) and skipped.
     """
     if sum(least_schedule_times(job, start, end) for job in schedules) > MAX_READS:
         raise _too_large(schedules, start, end)
     runs: list[ExpectedRun] = []
     for job in schedules:
-        runs.extend(schedule_times(job, start, end))
+        if failures is None:
+            runs.extend(schedule_times(job, start, end))
+        else:
+            try:
+                runs.extend(schedule_times(job, start, end))
+            except Exception as exc:  # croniter's errors have no common base
+                failures[job.id] = f"{type(exc).__name__}: {exc}"
         if sum(len(run.instants) for run in runs) > MAX_READS:
             raise _too_large(schedules, start, end)
     return runs

@@ -153,6 +153,71 @@ def unix_cron_problem(schedule: str) -> str:
     return ""
 
 
+# Days each month can have (February in a leap year, which every 5-year span holds).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _cron_values(text: str, low: int, high: int, names: tuple[str, ...]) -> set[int]:
+    """The values a field that `unix_cron_problem` accepted matches."""
+    values: set[int] = set()
+    for part in text.split(","):
+        base, _, step = part.partition("/")
+        if base == "*":
+            first, last = low, high
+        else:
+            bounds = [_cron_value(token, low, names) for token in base.split("-")]
+            first = bounds[0] or 0
+            # `a-b` ends at b; a lone `a/n` steps from a to the field's end (Vixie cron)
+            last = bounds[1] if len(bounds) == 2 else (high if step else first)
+            last = last or 0
+        values.update(range(first, last + 1, int(step) if step else 1))
+    return values
+
+
+def cron_meaning_problem(schedule: str) -> str:
+    """Why a valid unix-cron `schedule` cannot be audited as written; "" when it can.
+
+    Two day fields (day of month, day of week) fire on either when both are
+    restricted and on the restricted one when the other is `*` (Cloud Scheduler,
+    "Cron job format and time zone"). That page does not say whether a step over
+    `*` (`*/2`) counts as unrestricted: Vixie cron treats it so (it then needs both
+    fields to match), croniter, which the audit lists schedule times with, does
+    not (either field). Such a schedule is refused rather than audited by a rule
+    Scheduler may not follow. A schedule no date can ever match (`0 9 31 6 *`,
+    June 31st) is refused too: it would never run, and the audit cannot list it.
+    """
+    fields = schedule.split()
+    days, weekdays = fields[2], fields[4]
+    for text, other, name, written in (
+        (days, weekdays, "day-of-month", "1-31"),
+        (weekdays, days, "day-of-week", "0-6"),
+    ):
+        if text.startswith("*") and text != "*" and other != "*":
+            return (
+                f"{schedule!r} is ambiguous: {name} {text!r} is a step over '*' while the "
+                f"other day field {other!r} is restricted, and cron implementations disagree "
+                "whether such a schedule fires on days matching both fields or either "
+                "(Cloud Scheduler's cron reference does not say). To fire on days matching "
+                f"either, write the step as a range ({written + text[1:]!r}); to fire only on "
+                "days matching both, schedule on one field and let the job skip the other days"
+            )
+    if days == "*" or weekdays != "*":
+        return ""  # every month has a day 1..28, and every week each weekday
+    day_values = _cron_values(days, *_CRON_FIELDS[2][1:])
+    months = _cron_values(fields[3], *_CRON_FIELDS[3][1:])
+    if any(day <= _MONTH_DAYS[month - 1] for month in months for day in day_values):
+        return ""
+    return (
+        f"{schedule!r} can never fire: no month it names has a day of the month it names "
+        "(no date in any 5-year span matches), so Cloud Scheduler would never run it"
+    )
+
+
+def schedule_problem(schedule: str) -> str:
+    """Why `schedule` cannot be a deduplicated, audited job's schedule; "" when it can."""
+    return unix_cron_problem(schedule) or cron_meaning_problem(schedule)
+
+
 # --- Firestore ------------------------------------------------------------------------------
 
 # A database id is "(default)" or 4-63 of a-z, 0-9 and '-', starting with a letter and
@@ -225,3 +290,8 @@ FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # A scheduled run that never finished: none started, its lease ran out, or Scheduler's
 # retries ended on a retryable failure.
 MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEASED)
+# A job the audit could not judge run by run: its live schedule or time zone in Cloud
+# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed.
+OUTCOME_JOB_DRIFTED = "job_drifted"
+OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
+JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)

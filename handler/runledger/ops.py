@@ -35,6 +35,7 @@ from runledger.firestore_store import FirestoreRunStore
 from runledger.ledgerops import LedgerOps, OpsError
 from runledger.ops_output import Printer, describe_release, one_line, print_audit
 from runledger.record import Status
+from runledger.scheduler_state import Lister, scheduler_lister
 from runledger.schedules import JobSchedule
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_DECLINED = 0, 1, 3
 # `audit`: 1 means findings, so an audit that could not run says 2.
 EXIT_FINDINGS, EXIT_AUDIT_FAILED = 1, 2
+# Builds the audit's lister of live Scheduler jobs from (project, region, environment).
+ListerFactory = Callable[[str, str, Mapping[str, str]], Lister]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,8 +173,14 @@ def run_audit(
     now: datetime,
     client_factory: Callable[[argparse.Namespace, Mapping[str, str]], Any],
     stdout: IO[str],
+    stderr: IO[str],
+    lister_factory: ListerFactory = scheduler_lister,
 ) -> int:
-    """The audit from a terminal: settings from the environment, ledger from --project."""
+    """The audit from a terminal: settings from the environment, ledger from --project.
+
+    Job states come from Cloud Scheduler where it can be read; where not, the
+    audit goes on from DEDUP_SCHEDULES and says so on stderr.
+    """
     from runledger.schedules import audit_settings
 
     settings = Settings.from_env(env)
@@ -193,9 +202,16 @@ def run_audit(
         return read_epochs(store, audit_config.project, audit_config.region, schedules)
 
     audit = Audit(
-        audit_config, lease=settings.lease, read=store.get_many, clock=lambda: now, epochs=epochs
+        audit_config,
+        lease=settings.lease,
+        read=store.get_many,
+        clock=lambda: now,
+        epochs=epochs,
+        live=lister_factory(audit_config.project, audit_config.region, env),
     )
     report = audit.run(args.since, args.job)
+    if report.scheduler_unread is not None:
+        print(f"note: {report.job_states}", file=stderr)
     print_audit(report, args.json, stdout)
     return EXIT_FINDINGS if report.findings else EXIT_OK
 
@@ -237,6 +253,7 @@ def main(
     env: Mapping[str, str] | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     client_factory: Callable[[argparse.Namespace, Mapping[str, str]], Any] = firestore_client,
+    lister_factory: ListerFactory = scheduler_lister,
     stdin: IO[str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
@@ -248,7 +265,7 @@ def main(
     args = build_parser().parse_args(argv)
     if args.command == "audit":
         try:
-            return run_audit(args, env, clock(), client_factory, stdout)
+            return run_audit(args, env, clock(), client_factory, stdout, stderr, lister_factory)
         except (ConfigError, AuditTooLarge) as exc:
             print(f"error: {exc}", file=stderr)
         except KeyboardInterrupt:

@@ -109,8 +109,11 @@ def print_audit(report: AuditReport, as_json: bool, out: IO[str]) -> None:
         print(json.dumps([item.to_json() for item in report.findings]), file=out)
         return
     if report.findings:
-        print(f"{'JOB':<24} {'SCHEDULED':<21} {'FINDING':<9} DETAIL", file=out)
+        print(f"{'JOB':<24} {'SCHEDULED':<21} {'FINDING':<11} DETAIL", file=out)
     for item in report.findings:
+        if item.schedule_time is None:
+            print(f"{item.job[:24]:<24} {'-':<21} {item.finding.value:<11} {item.detail}", file=out)
+            continue
         detail = "no run on record"
         if item.record is not None:
             detail = f"{item.record.attempts} attempt(s)"
@@ -118,12 +121,15 @@ def print_audit(report: AuditReport, as_json: bool, out: IO[str]) -> None:
                 detail += f": {one_line(item.record.error, 60)}"
         print(
             f"{item.job[:24]:<24} {rfc3339(item.schedule_time):<21} "
-            f"{item.finding.value:<9} {detail}",
+            f"{item.finding.value:<11} {detail}",
             file=out,
         )
+    for item in report.paused:
+        print(f"paused (not run, not a finding): {item.describe()}", file=out)
     print(
         f"{len(report.findings)} finding(s) in {report.checked} settled scheduled run(s) of "
         f"{report.jobs} job(s), {rfc3339(report.window_start)} to {rfc3339(report.window_end)}; "
+        f"{report.job_states}; {report.paused_runs} of paused jobs not run; "
         f"{report.pending} still inside their retry window; {report.before_epoch} before "
         f"their job's audit epoch; {report.reads} document read(s)",
         file=out,

@@ -5,13 +5,14 @@ outside the repo read it): a JSON list with one object per Cloud Scheduler job,
 
     {"id": "nightly-report", "schedule": "0 2 * * *", "timeZone": "Europe/Berlin",
      "retryWindowSeconds": 540, "attemptDeadlineSeconds": 180,
-     "catchUp": false, "catchUpMaxAgeSeconds": 3600}
+     "catchUp": false, "catchUpMaxAgeSeconds": 3600, "paused": false}
 
 `id`, `schedule`, `timeZone` and `retryWindowSeconds` are required;
 `attemptDeadlineSeconds` defaults to Cloud Scheduler's 180 s, `catchUp` to
-false and `catchUpMaxAgeSeconds` to one hour. Unknown keys are refused, so a
-typo cannot silently switch a feature off. Unset or empty means no schedules:
-the audit then has nothing to check.
+false, `catchUpMaxAgeSeconds` to one hour and `paused` (the stack created the
+Scheduler job paused: its times are neither judged nor caught up) to false.
+Unknown keys are refused, so a typo cannot silently switch a feature off.
+Unset or empty means no schedules: the audit then has nothing to check.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from runledger.facts import (
     JOB_ID,
     MAX_ATTEMPT_DEADLINE_S,
     MIN_ATTEMPT_DEADLINE_S,
-    unix_cron_problem,
+    schedule_problem,
 )
 
 VARIABLE = "DEDUP_SCHEDULES"
@@ -41,7 +42,7 @@ AUDIT_JOB_ID = "runledger-audit"
 DEFAULT_LOOKBACK = timedelta(hours=6)
 DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
 _REQUIRED = ("id", "schedule", "timeZone", "retryWindowSeconds")
-_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds")
+_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class JobSchedule:
     attempt_deadline: timedelta
     catch_up: bool
     catch_up_max_age: timedelta
+    paused: bool = False
 
     @property
     def zone(self) -> ZoneInfo:
@@ -111,7 +113,7 @@ def _entry(index: int, entry: Any) -> JobSchedule:
     if job == AUDIT_JOB_ID:
         raise ConfigError(f"{where}: id {AUDIT_JOB_ID!r} is reserved for the audit itself")
     schedule = entry["schedule"]
-    problem = unix_cron_problem(schedule) if isinstance(schedule, str) else "not a string"
+    problem = schedule_problem(schedule) if isinstance(schedule, str) else "not a string"
     if problem:
         raise ConfigError(f"{where}: schedule {problem}")
     time_zone = entry["timeZone"]
@@ -139,7 +141,10 @@ def _entry(index: int, entry: Any) -> JobSchedule:
         entry.get("catchUpMaxAgeSeconds", DEFAULT_CATCH_UP_MAX_AGE.total_seconds()),
         1,
     )
-    return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age)
+    paused = entry.get("paused", False)
+    if not isinstance(paused, bool):
+        raise ConfigError(f"{where}: paused {paused!r} is not true or false")
+    return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age, paused)
 
 
 def parse_schedules(raw: str) -> tuple[JobSchedule, ...]:

@@ -62,6 +62,8 @@ class JobConfig:
     # Opt-in: the audit runs a missed or released run itself, if not older than the max age.
     catch_up: bool = False
     catch_up_max_age_s: int = int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds())
+    # The Scheduler job is created (and kept) paused: its times are deliberately not run.
+    paused: bool = False
 
     @property
     def retry_window_s(self) -> float:
@@ -79,6 +81,8 @@ class JobConfig:
             "attemptDeadlineSeconds": self.attempt_deadline_s,
             "catchUp": self.catch_up,
             "catchUpMaxAgeSeconds": self.catch_up_max_age_s,
+            # Only when set, so every other entry stays as it was.
+            **({"paused": True} if self.paused else {}),
         }
 
 

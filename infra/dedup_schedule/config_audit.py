@@ -53,7 +53,7 @@ def parse_audit(reader: ConfigValues) -> AuditConfig:
     schedule = audit.text(
         "schedule", defaults.schedule, re.compile(r".+"), "a unix-cron schedule (in UTC)"
     )
-    problem = facts.unix_cron_problem(schedule)
+    problem = facts.schedule_problem(schedule)
     if problem:
         raise ConfigError(f"{audit.key('schedule')}: {problem}")
     lookback = audit.duration("lookback", 0) if audit.raw("lookback") is not None else None

@@ -27,6 +27,7 @@ _JOB_KEYS = frozenset(
         "target",
         "catchUp",
         "catchUpMaxAge",
+        "paused",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -121,7 +122,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         "id", None, facts.JOB_ID, "a Cloud Scheduler job id (letters, digits, '-', '_')"
     )
     schedule = job.text("schedule", None, ANY_TEXT, "a unix-cron schedule")
-    problem = facts.unix_cron_problem(schedule)
+    problem = facts.schedule_problem(schedule)
     if problem:
         raise ConfigError(f"{job.key('schedule')}: {problem}")
     deadline = job.duration("attemptDeadline", facts.DEFAULT_ATTEMPT_DEADLINE_S)
@@ -143,6 +144,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         target=_parse_target(job, "target"),
         catch_up=catch_up,
         catch_up_max_age_s=catch_up_max_age,
+        paused=job.boolean("paused", False),
     )
 
 

@@ -1,5 +1,8 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
+With the audit on, the runtime account may list the project's Scheduler jobs
+(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack.
+
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
 (`roles/workflows.invoker` on the workflow's project: every workflow there, the
@@ -30,6 +33,11 @@ from dedup_schedule.propagation import wait_for_grants
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
+# What the audit's one listing (`runledger.scheduler_state`) needs: cloudscheduler.jobs.list
+# ("Method: projects.locations.jobs.list"). roles/cloudscheduler.viewer is the read-only
+# predefined role holding it ("Cloud Scheduler roles and permissions"); Scheduler roles are
+# granted no lower than the project (same page: lowest-level resource, Project).
+SCHEDULER_VIEWER_ROLE = "roles/cloudscheduler.viewer"
 # The API `runledger.targets.workflow_target` calls: its client
 # (google.cloud.workflows.executions_v1.ExecutionsClient) talks to
 # workflowexecutions.googleapis.com, which the stack's project (where the runtime
@@ -87,6 +95,8 @@ class ScheduledJobs(pulumi.ComponentResource):
             # calls the same handler with the same token and headers under its reserved id.
             for job in args.config.scheduler_jobs
         ]
+        if args.config.audit_job is not None:
+            _grant_scheduler_view(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
 
@@ -147,6 +157,21 @@ def _grant_workflow_invoker(
         place.name(f"workflow-invoker-{project}"),
         gcp.projects.IAMMemberArgs(
             project=project, role=WORKFLOW_INVOKER_ROLE, member=args.runtime_member
+        ),
+        opts=place.opts(parent),
+    )
+
+
+def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
+    """`SCHEDULER_VIEWER_ROLE` on the stack's project for the runtime account: read only.
+
+    Nothing waits for it: until it applies, the audit falls back to DEDUP_SCHEDULES.
+    """
+    place = args.placement
+    return gcp.projects.IAMMember(
+        place.name("scheduler-viewer"),
+        gcp.projects.IAMMemberArgs(
+            project=args.config.project, role=SCHEDULER_VIEWER_ROLE, member=args.runtime_member
         ),
         opts=place.opts(parent),
     )
@@ -243,6 +268,9 @@ def _scheduler_job(
             # so it is used verbatim rather than prefixed.
             name=job.id,
             description=job.description or None,
+            # "Sets the job to a paused state. Jobs default to being enabled when this
+            # property is not set" (pulumi-gcp cloudscheduler.Job `paused`).
+            paused=job.paused or None,
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",

@@ -1,9 +1,10 @@
 """The audit's findings: a counter by kind and job, and the alert on missed runs.
 
 The audit logs one line per scheduled run it finds missed, stale, failed or
-released (`runledger.audit`). Missed, stale and released runs page here; failed
-ones page with the handler's terminal failures (`monitoring_runs`), through
-`findings_condition`.
+released, and one per job it could not judge (drifted, unauditable;
+`runledger.audit`). Missed, stale and released runs and unjudged jobs page here;
+failed ones page with the handler's terminal failures (`monitoring_runs`),
+through `findings_condition`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from runledger import facts
 
 def findings(scope: MonitoringScope) -> WatchedMetric:
     """The findings counter and the "Scheduled run missed" alert on it."""
-    kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED)
+    kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED, *facts.JOB_FINDING_OUTCOMES)
     metric = counter(
         scope,
         "findings",
@@ -40,12 +41,16 @@ def findings(scope: MonitoringScope) -> WatchedMetric:
         "Scheduled run missed",
         "The audit found a scheduled run that never finished: no record (missed), a "
         "lease that ran out (stale), or a retryable failure after Scheduler's last retry "
-        "(released). Check the Scheduler job (paused? failing attempts?) and the handler's "
-        "deploys; with catchUp on, the audit runs it itself (see the finding's catch_up).",
+        "(released); or a job it could not judge: its live schedule differs from the "
+        "deployed one (drifted) or its times cannot be listed (unauditable). Check the "
+        "Scheduler job (edited? failing attempts?) and the handler's deploys; with catchUp "
+        "on, the audit runs a missed run itself (see the finding's catch_up).",
         "ERROR",
         [],
         extra=findings_condition(
-            metric, "Audit found a missed, stale or released run", facts.MISSED_RUN_OUTCOMES
+            metric,
+            "Audit found a missed, stale or released run, or a job it could not judge",
+            (*facts.MISSED_RUN_OUTCOMES, *facts.JOB_FINDING_OUTCOMES),
         ),
     )
     return WatchedMetric(metric, (missed,))

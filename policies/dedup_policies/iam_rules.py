@@ -50,6 +50,12 @@ OBSERVABILITY_ROLES = (
 # `allowedRoles` to refuse workflow targets.
 PROXY_TARGET_ROLES = ("roles/workflows.invoker",)
 
+# Read-only and project-wide as it must be: the audit lists the stack's Scheduler jobs
+# (cloudscheduler.jobs.list, "Method: projects.locations.jobs.list") to see pauses and
+# edits made outside the stack; Cloud Scheduler roles go no lower than the project
+# ("Cloud Scheduler roles and permissions").
+SCHEDULER_READ_ROLES = ("roles/cloudscheduler.viewer",)
+
 # Project-wide roles allowed only with an IAM condition narrowing them: the build
 # account's access to the staging bucket Cloud Run functions copies sources into
 # (Storage Object Admin, as "Configure the build service account" asks).
@@ -248,7 +254,11 @@ def _advice(grant: _Grant) -> str:
 
 
 def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
-    allowed_roles = set(setting(args, "allowedRoles", [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES]))
+    allowed_roles = set(
+        setting(
+            args, "allowedRoles", [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES, *SCHEDULER_READ_ROLES]
+        )
+    )
     conditional_roles = set(setting(args, "allowedConditionalRoles", list(CONDITIONAL_ROLES)))
     allowed_perms = set(setting(args, "allowedPermissions", list(LEDGER_PERMISSIONS)))
     accounts = _StackAccounts(args.resources)
@@ -280,7 +290,7 @@ project_grants_least_privilege = StackValidationPolicy(
         allowedRoles={
             "type": "array",
             "items": {"type": "string"},
-            "default": [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES],
+            "default": [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES, *SCHEDULER_READ_ROLES],
         },
         allowedConditionalRoles={
             "type": "array",

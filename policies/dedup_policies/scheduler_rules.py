@@ -26,6 +26,7 @@ from dedup_policies.facts import (
     MAX_ATTEMPT_DEADLINE_S,
     MAX_RETRY_COUNT,
     MIN_ATTEMPT_DEADLINE_S,
+    cron_meaning_problem,
     unix_cron_problem,
 )
 from dedup_policies.props import (
@@ -58,6 +59,11 @@ def _unix_cron(args: ResourceValidationArgs, report: ReportViolation) -> None:
             "jobs are guaranteed the X-CloudScheduler-ScheduleTime header the dedup key needs.",
             None,
         )
+        return
+    # The same refusal the program makes at plan time and the handler at start-up.
+    meaning = cron_meaning_problem(schedule)
+    if meaning:
+        report(f"Schedule {meaning}.", None)
 
 
 unix_cron_schedule = ResourceValidationPolicy(

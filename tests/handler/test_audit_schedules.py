@@ -39,6 +39,9 @@ def test_optional_keys_default_to_scheduler_and_off():
         ({"catchup": True}, r"unknown key\(s\) catchup"),
         ({"id": "runledger-audit"}, r"reserved for the audit"),
         ({"id": "bad id"}, r"id 'bad id' is not a Cloud Scheduler job id"),
+        ({"schedule": "0 9 31 6 *"}, r"\('etl'\): schedule '0 9 31 6 \*' can never fire"),
+        ({"schedule": "0 0 */2 * 1"}, r"\('etl'\): schedule '0 0 \*/2 \* 1' is ambiguous"),
+        ({"schedule": "0 0 15 * */3"}, r"day-of-week '\*/3' is a step over '\*'"),
     ],
 )
 def test_each_mistake_names_the_entry_and_the_key(change, message):

@@ -111,6 +111,47 @@ def test_every_configured_job_is_in_dedup_schedules_and_the_audit_is_not(run) ->
     )
 
 
+def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_job_config) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[1].update(paused=True)
+
+    resources = run(jobs=jobs)
+
+    scheduled = jobs_by_name(resources)
+    assert scheduled["hourly-sync"]["paused"] is True
+    assert "paused" not in scheduled["nightly-report"]  # enabled, as Scheduler defaults
+    entries = {
+        entry["id"]: entry for entry in json.loads(environment(resources)["DEDUP_SCHEDULES"])
+    }
+    assert entries["hourly-sync"]["paused"] is True
+    assert "paused" not in entries["nightly-report"]
+    env = environment(resources)
+    by_id = {s.id: s for s in audit_settings(env, Settings.from_env(env)).schedules}
+    assert by_id["hourly-sync"].paused and not by_id["nightly-report"].paused
+
+
+def test_a_paused_value_that_is_not_a_boolean_names_its_key(run, multi_job_config) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[0].update(paused="sometimes")
+    with pytest.raises(ProgramFailed, match=r"scheduler-dedup:jobs\[0\]\.paused"):
+        run(jobs=jobs)
+
+
+def test_the_runtime_account_may_list_scheduler_jobs_read_only_when_the_audit_runs(run) -> None:
+    def viewer_grants(resources: list[CapturedResource]) -> list[dict[str, Any]]:
+        return [
+            r.inputs
+            for r in resources
+            if r.type == "gcp:projects/iAMMember:IAMMember"
+            and r.inputs["role"] == "roles/cloudscheduler.viewer"
+        ]
+
+    (grant,) = viewer_grants(run())
+    assert grant["project"] == "dedup-test-project"
+    assert grant["member"].startswith("serviceAccount:dedup-runtime@")
+    assert viewer_grants(run(audit={"enabled": False})) == []
+
+
 # --- the audit's Scheduler job --------------------------------------------------------------
 
 
@@ -391,6 +432,7 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
     assert {finding.outcome for finding in Finding} == {
         *facts.MISSED_RUN_OUTCOMES,
         facts.OUTCOME_RUN_FAILED,
+        *facts.JOB_FINDING_OUTCOMES,
     }
     stream = io.StringIO()
     now = datetime(2026, 10, 16, tzinfo=UTC)

@@ -372,7 +372,9 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
                 f"projects/{PROJECT}/roles/dedup_ledger_rw",
                 f"projects/{PROJECT}",
                 f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
-            )
+            ),
+            # The audit's one listing of the Scheduler jobs' live state: read only.
+            ("projects/iAMMember", "roles/cloudscheduler.viewer", f"projects/{PROJECT}", ""),
         },
         f"serviceAccount:{email('invoker')}": {
             ("cloudrunv2/serviceIamMember", "roles/run.invoker", service_name, "")

@@ -179,6 +179,25 @@ def test_plan_of_the_example_stack() -> None:
             {"gcp:region": "europe-west3", "scheduler-dedup:jobs": []},
             "error: gcp:project: required",
         ),
+        (
+            {
+                "gcp:project": "dedup-test-project",
+                "gcp:region": "europe-west3",
+                "scheduler-dedup:jobs": [
+                    {"id": "a", "schedule": "0 9 * * *"},
+                    {"id": "june-31", "schedule": "0 9 31 6 *"},
+                ],
+            },
+            "error: scheduler-dedup:jobs[1].schedule: '0 9 31 6 *' can never fire",
+        ),
+        (
+            {
+                "gcp:project": "dedup-test-project",
+                "gcp:region": "europe-west3",
+                "scheduler-dedup:jobs": [{"id": "a", "schedule": "0 0 */2 * 1"}],
+            },
+            "error: scheduler-dedup:jobs[0].schedule: '0 0 */2 * 1' is ambiguous",
+        ),
     ],
 )
 def test_plan_reports_a_config_error_in_one_line(

@@ -12,7 +12,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 from dedup_policies import handler_settings, pack_arguments, policies
-from dedup_policies.facts import unix_cron_problem
+from dedup_policies.facts import cron_meaning_problem, unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 
@@ -104,6 +104,32 @@ def test_handler_defaults_match_the_handler() -> None:
 )
 def test_unix_cron_accepted(schedule: str) -> None:
     assert unix_cron_problem(schedule) == ""
+    assert cron_meaning_problem(schedule) == ""
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    # Feb 29th comes every 4 years; August 31st in a stepped month list; either field
+    # matching (both restricted); a step over '*' with the other day field '*'.
+    ["0 0 29 2 *", "0 0 31 4/2 *", "0 9 31 6 1", "0 0 1-31/2 * 1", "0 0 */2 * *", "0 0 * * */2"],
+)
+def test_schedules_that_fire_and_mean_one_thing_are_accepted(schedule: str) -> None:
+    assert cron_meaning_problem(schedule) == ""
+
+
+@pytest.mark.parametrize(
+    ("schedule", "says"),
+    [
+        ("0 9 31 6 *", "can never fire"),
+        ("0 0 30,31 FEB *", "can never fire"),
+        ("0 0 31 4-6/2 *", "can never fire"),
+        ("0 0 */2 * 1", "'1-31/2'"),
+        ("0 0 15 * */3", "'0-6/3'"),
+        ("0 0 */2 * */3", "is ambiguous"),
+    ],
+)
+def test_schedules_that_never_fire_or_are_ambiguous_are_refused(schedule: str, says: str) -> None:
+    assert says in cron_meaning_problem(schedule)
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,27 @@ VARIANTS = [
         "outside 0-59",
     ),
     Variant(
+        "cron-day-step-ambiguous",
+        on("hourly-sync", lambda p: p.__setitem__("schedule", "0 0 */2 * 1")),
+        {"scheduler-unix-cron-schedule": MANDATORY},
+        "hourly-sync",
+        "write the step as a range ('1-31/2')",
+    ),
+    Variant(
+        "cron-weekday-step-ambiguous",
+        on("hourly-sync", lambda p: p.__setitem__("schedule", "0 0 15 * */3")),
+        {"scheduler-unix-cron-schedule": MANDATORY},
+        "hourly-sync",
+        "write the step as a range ('0-6/3')",
+    ),
+    Variant(
+        "cron-never-fires",
+        on("nightly-report", lambda p: p.__setitem__("schedule", "0 9 31 6 *")),
+        {"scheduler-unix-cron-schedule": MANDATORY},
+        "nightly-report",
+        "can never fire",
+    ),
+    Variant(
         "deadline-unset",
         on("hourly-sync", lambda p: p.pop("attemptDeadline")),
         {"scheduler-attempt-deadline": MANDATORY},

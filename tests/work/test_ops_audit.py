@@ -65,6 +65,13 @@ def seeded(firestore_db) -> None:
         store.create(run_key(job, when, "acme-prod", "europe-west1", manual=False), record)
 
 
+# The emulator is a local run: the CLI does not ask Cloud Scheduler, and says so on stderr.
+LOCAL_NOTE = (
+    "note: Cloud Scheduler not read (local run on the Firestore emulator): "
+    "job states from DEDUP_SCHEDULES\n"
+)
+
+
 def audit_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(["audit", *args], env=env, clock=lambda: NOW, stdout=out, stderr=err)
@@ -73,7 +80,7 @@ def audit_cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 def test_json_lists_each_finding_and_exits_1(env, seeded):
     code, out, err = audit_cli(env, "--since", "4h", "--json")
-    assert (code, err) == (1, "")
+    assert (code, err) == (1, LOCAL_NOTE)
     findings = [(item["job"], item["schedule_time"], item["finding"]) for item in json.loads(out)]
     assert findings == [
         ("etl", "2026-10-16T09:00:00Z", "missed"),
@@ -107,7 +114,7 @@ def test_the_cli_judges_from_a_recorded_epoch_and_never_writes_one(env, seeded, 
         stdout=out,
         stderr=err,
     )
-    assert (code, err.getvalue()) == (1, "")
+    assert (code, err.getvalue()) == (1, LOCAL_NOTE)
     findings = [
         (item["job"], item["schedule_time"], item["finding"]) for item in json.loads(out.getvalue())
     ]
@@ -152,3 +159,93 @@ def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
     # The real clock is far from the seeded day: every hour in the window is missed.
     assert result.returncode == 1, result.stderr
     assert "missed" in result.stdout
+
+
+def paused_etl(project: str, region: str, env: dict[str, str]):
+    """A Scheduler where etl was paused at 11:30 in the console; report runs as deployed."""
+    from runledger.scheduler_state import LiveJob
+
+    assert (project, region) == ("acme-prod", "europe-west1")
+    since = T0 - timedelta(minutes=30)
+    jobs = {
+        "etl": LiveJob("etl", True, "0 * * * *", "UTC", since),
+        "report": LiveJob("report", False, "0 9 * * *", "UTC", None),
+    }
+    return lambda: jobs
+
+
+def test_a_job_paused_in_scheduler_is_listed_not_found_and_json_keeps_only_findings(env, seeded):
+    runs = []
+    for as_json in (False, True):
+        out, err = io.StringIO(), io.StringIO()
+        code = main(
+            ["audit", "--since", "4h", *(["--json"] if as_json else [])],
+            env=env,
+            clock=lambda: NOW,
+            lister_factory=paused_etl,
+            stdout=out,
+            stderr=err,
+        )
+        runs.append((code, out.getvalue(), err.getvalue()))
+    (text_code, text, text_err), (json_code, raw, json_err) = runs
+
+    # 09:00 was missed and 11:00 failed before the pause; 12:00 is after it: not judged.
+    assert (json_code, json_err) == (1, "")
+    found = [(item["job"], item["schedule_time"], item["finding"]) for item in json.loads(raw)]
+    assert found == [
+        ("etl", "2026-10-16T09:00:00Z", "missed"),
+        ("etl", "2026-10-16T11:00:00Z", "failed"),
+    ]
+    assert (text_code, text_err) == (1, "")
+    lines = text.splitlines()
+    assert "paused (not run, not a finding): etl since 2026-10-16T11:30:00Z" in lines
+    assert "job states from Cloud Scheduler; 1 of paused jobs not run" in lines[-1]
+
+
+def test_a_schedule_edited_in_scheduler_is_one_drifted_line(env, seeded):
+    from runledger.scheduler_state import LiveJob
+
+    def edited(project: str, region: str, env: dict[str, str]):
+        return lambda: {
+            "etl": LiveJob("etl", False, "*/30 * * * *", "UTC", None),
+            "report": LiveJob("report", False, "0 9 * * *", "UTC", None),
+        }
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["audit", "--since", "4h", "--json"],
+        env=env,
+        clock=lambda: NOW,
+        lister_factory=edited,
+        stdout=out,
+        stderr=err,
+    )
+    (drifted,) = json.loads(out.getvalue())
+    assert code == 1
+    assert (drifted["job"], drifted["finding"], drifted["schedule_time"]) == (
+        "etl",
+        "drifted",
+        None,
+    )
+    assert "'*/30 * * * *'" in drifted["detail"]
+
+
+def test_as_a_command_on_the_emulator_a_stack_paused_job_is_listed_and_stderr_says_why(
+    env, firestore_emulator
+):
+    entries = json.loads(SCHEDULES)
+    entries[0]["paused"] = True
+    result = run_ops(
+        "audit",
+        "--project",
+        firestore_emulator.project,
+        "--since",
+        "2h",
+        "--job",
+        "etl",
+        env=env | {"DEDUP_SCHEDULES": json.dumps(entries)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == LOCAL_NOTE
+    assert "paused (not run, not a finding): etl" in result.stdout.splitlines()
+    assert result.stdout.splitlines()[-1].startswith("0 finding(s) in 0 settled scheduled run(s)")

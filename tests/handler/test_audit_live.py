@@ -1,0 +1,268 @@
+"""The audit and the jobs' live state, on the emulator: paused, drifted, unauditable, stale.
+
+Each audit here is a delivery of the audit's reserved job through the HTTP
+handler; Cloud Scheduler's listing is a fake lister (the real one talks REST).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from runledger.app import App
+from runledger.audit import install_audit
+from runledger.context import RunContext
+from runledger.delivery import run_key
+from runledger.scheduler_state import LiveJob, SchedulerUnreadable
+from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
+from tests.handler.support import (
+    LEASE,
+    FakeClock,
+    deliver,
+    make_app,
+    run_record,
+    scheduler_headers,
+)
+
+SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+# The stack was deployed, and its first audit saw every job, at START.
+START = datetime(2026, 10, 16, 0, 0, tzinfo=UTC)
+HOURLY = {"schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}
+
+
+def stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+class Jobs:
+    """Jobs that count their executions per (job, schedule time)."""
+
+    def __init__(self) -> None:
+        self.runs: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def job(self, name: str):
+        def run(ctx: RunContext) -> None:
+            with self._lock:
+                self.runs[name, ctx.schedule_time] += 1
+
+        return run
+
+
+def audited_app(
+    store, jobs: Jobs, clock: FakeClock, entries: list[dict[str, Any]], live=None
+) -> tuple[App, AuditSettings]:
+    app = make_app(store, {e["id"]: jobs.job(e["id"]) for e in entries}, clock, **SCOPE)
+    config = audit_settings({"DEDUP_SCHEDULES": json.dumps(entries)} | SCOPE, app.settings)
+    install_audit(app, config, live)
+    app.ledger.audit_epochs(config.project, config.region, config.schedules, START)
+    return app, config
+
+
+def move_to(clock: FakeClock, when: datetime) -> None:
+    clock.advance(seconds=(when - clock()).total_seconds())
+
+
+def audit_lines(app: App, clock: FakeClock, capsys, when: datetime) -> list[dict[str, Any]]:
+    """Deliver the audit of `when` just after it; the lines it logged, the request's left out."""
+    move_to(clock, when + timedelta(seconds=3))
+    capsys.readouterr()
+    answer = deliver(app, scheduler_headers(job=AUDIT_JOB_ID, schedule_time=stamp(when)))
+    assert (answer.status, answer.outcome) == (200, "completed")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    return [line for line in lines if line.get("job") != AUDIT_JOB_ID or "findings" in line]
+
+
+def summary_of(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    (summary,) = [line for line in lines if line["outcome"] == "audit_summary"]
+    return summary
+
+
+def twelve_hours(
+    app: App, clock: FakeClock, capsys, sent: Callable[[datetime], list[str]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """12 hours of hourly runs (`sent`: the jobs Scheduler delivers at a time) and an audit
+    every 30 minutes: every finding line, and the last audit's summary."""
+    findings: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    for step in range(25):
+        when = START + timedelta(minutes=30 * step)
+        move_to(clock, when + timedelta(seconds=1))
+        for job in sent(when) if when.minute == 0 else []:
+            answer = deliver(app, scheduler_headers(job=job, schedule_time=stamp(when)))
+            assert answer.status == 200
+        if step:
+            lines = audit_lines(app, clock, capsys, when)
+            findings += [line for line in lines if line["outcome"] != "audit_summary"]
+            summary = summary_of(lines)
+    return findings, summary
+
+
+def test_a_job_the_stack_paused_is_neither_reported_nor_run_over_12_hours(firestore_store, capsys):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [
+        {"id": "etl", **HOURLY, "catchUp": True, "paused": True},
+        {"id": "report", **HOURLY, "catchUp": True},
+    ]
+    app, _ = audited_app(firestore_store, jobs, clock, entries)  # Scheduler not read
+
+    # report runs as scheduled; Scheduler sends the paused etl nothing
+    findings, summary = twelve_hours(app, clock, capsys, lambda when: ["report"])
+
+    assert findings == []
+    assert all(job == "report" for job, _ in jobs.runs)  # etl never ran, not even caught up
+    assert summary["findings"] == 0 and summary["caught_up"] == 0
+    assert summary["paused_jobs"] == [{"job": "etl", "since": None}]
+    assert summary["paused_runs"] > 0
+    assert "paused (not run, not findings): etl" in summary["message"]
+    assert "Cloud Scheduler not read (no lister)" in summary["message"]
+
+
+def test_a_pause_made_in_the_console_is_seen_from_scheduler_with_and_without_catch_up(
+    firestore_store, capsys
+):
+    paused_at = START + timedelta(hours=2, minutes=10)
+    live = {
+        "etl": LiveJob("etl", True, "0 * * * *", "UTC", paused_at),
+        "sync": LiveJob("sync", True, "0 * * * *", "UTC", paused_at),
+    }
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [{"id": "etl", **HOURLY, "catchUp": True}, {"id": "sync", **HOURLY}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+
+    # Both ran until the pause; Scheduler sends neither anything after it.
+    findings, summary = twelve_hours(
+        app, clock, capsys, lambda when: ["etl", "sync"] if when < paused_at else []
+    )
+
+    assert findings == []
+    # Nothing ran after the pause, with catch-up (etl) or without (sync).
+    assert sorted(jobs.runs) == sorted(
+        (job, START + timedelta(hours=hour)) for job in ("etl", "sync") for hour in (0, 1, 2)
+    )
+    since = stamp(paused_at)
+    assert summary["paused_jobs"] == [
+        {"job": "etl", "since": since},
+        {"job": "sync", "since": since},
+    ]
+    assert f"etl since {since}" in summary["message"]
+    assert summary["scheduler_read"] is True
+    assert summary["message"].endswith("job states from Cloud Scheduler")
+
+
+def test_a_job_resumed_in_the_console_is_judged_again(firestore_store, capsys):
+    live = {"etl": LiveJob("etl", False, "0 * * * *", "UTC", START)}
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [{"id": "etl", **HOURLY, "paused": True}]  # the stack says paused, Scheduler not
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=2))
+
+    # 00:00 and 01:00 have settled; Scheduler sends runs again, so none is a pause.
+    assert [line["outcome"] for line in lines] == ["run_missed", "run_missed", "audit_summary"]
+    assert summary_of(lines)["paused_jobs"] == []
+
+
+def test_a_schedule_edited_in_the_console_is_one_drifted_finding_not_a_stream_of_misses(
+    firestore_store, capsys
+):
+    live = {
+        "etl": LiveJob("etl", False, "0 */2 * * *", "UTC", START),  # edited
+        "tz": LiveJob("tz", False, "0 * * * *", "Europe/Berlin", START),  # edited time zone
+        "report": LiveJob("report", False, "0 * * * *", "UTC", START),
+    }  # "gone" was deleted in the console
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [{"id": job, **HOURLY} for job in ("etl", "tz", "gone", "report")]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=6))
+
+    by_job = Counter((line["job"], line["outcome"]) for line in lines)
+    assert by_job[("etl", "job_drifted")] == 1
+    assert by_job[("tz", "job_drifted")] == 1
+    assert by_job[("gone", "job_drifted")] == 1
+    assert not any(job in ("etl", "tz", "gone") for job, kind in by_job if kind == "run_missed")
+    assert by_job[("report", "run_missed")] == 5  # the one job still as deployed is judged
+    drifted = next(line for line in lines if line["job"] == "etl")
+    assert "'0 */2 * * *'" in drifted["detail"] and "'0 * * * *'" in drifted["detail"]
+    assert summary_of(lines)["drifted"] == 3
+
+
+def test_scheduler_unreadable_falls_back_to_dedup_schedules_and_says_why(firestore_store, capsys):
+    def denied() -> dict[str, LiveJob]:
+        raise SchedulerUnreadable("permission cloudscheduler.jobs.list denied")
+
+    jobs = Jobs()
+    clock = FakeClock(START)
+    app, _ = audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}], live=denied)
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=2))
+
+    assert [line["outcome"] for line in lines] == ["run_missed", "run_missed", "audit_summary"]
+    summary = summary_of(lines)
+    assert summary["scheduler_read"] is False
+    assert summary["message"].endswith(
+        "Cloud Scheduler not read (permission cloudscheduler.jobs.list denied): "
+        "job states from DEDUP_SCHEDULES"
+    )
+
+
+def test_a_job_whose_times_cannot_be_listed_is_unauditable_and_the_others_are_audited(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    app, config = audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}])
+    # A schedule start-up refuses (June 31st) stands for any one job croniter fails on.
+    broken = JobSchedule(
+        "broken", "0 9 31 6 *", "UTC", timedelta(seconds=200), timedelta(seconds=180), False,
+        timedelta(hours=1),
+    )  # fmt: skip
+    app.jobs = {**app.jobs, "broken": jobs.job("broken")}
+    install_audit(app, AuditSettings((broken, *config.schedules), *_rest(config)))
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+
+    kinds = [(line["job"], line["outcome"]) for line in lines]
+    assert kinds[0] == ("broken", "job_unauditable")
+    assert kinds.count(("etl", "run_missed")) == 3  # 00:00, 01:00, 02:00
+    summary = summary_of(lines)
+    assert (summary["unauditable"], summary["missed"]) == (1, 3)
+
+
+def _rest(config: AuditSettings) -> tuple[timedelta, str, str]:
+    return config.lookback, config.project, config.region
+
+
+def test_catch_up_redoes_a_stale_run_once_through_the_takeover_rule(firestore_store, capsys):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 3 * 3600}]
+    app, config = audited_app(firestore_store, jobs, clock, entries)
+    for hour in (1, 2):
+        move_to(clock, START + timedelta(hours=hour, seconds=2))
+        deliver(
+            app, scheduler_headers(job="etl", schedule_time=stamp(START + timedelta(hours=hour)))
+        )
+    dead = START  # 00:00: its holder died right after claiming
+    key = run_key("etl", dead, config.project, config.region, manual=False)
+    firestore_store.create(
+        key, run_record("dead", job="etl", schedule_time=dead, lease_expires=dead + LEASE)
+    )
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=2, minutes=30))
+
+    (stale,) = [line for line in lines if line["outcome"] == "run_stale"]
+    assert (stale["schedule_time"], stale["catch_up"]) == (stamp(dead), "completed")
+    assert jobs.runs[("etl", dead)] == 1
+    again = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+    assert [line["outcome"] for line in again] == ["audit_summary"]
+    assert jobs.runs[("etl", dead)] == 1
