@@ -36,11 +36,12 @@ METRICS_AVAILABLE_WAIT = "600s"
 # The counters are sparse: they have points only when a matching line was written,
 # so between failures there is no data at all. Unset, that is
 # EVALUATION_MISSING_DATA_NO_OP ("do not evaluate the condition to any value if there
-# is no data", API `AlertPolicy.Condition.EvaluationMissingData`): the condition stays
-# met and the incident stays open, and while it is open the next failure of the same
-# series sends no notification ("Behavior of metric-based alerting policies": one
-# incident per time series and condition). INACTIVE evaluates no data as false, so the
-# incident closes once the failures stop, and the next failure opens a new one.
+# is no data", API `AlertPolicy.Condition.EvaluationMissingData`): an open incident
+# stays open, and while it is open the same series meeting the condition again opens
+# no new incident and sends no new notification ("Behavior of metric-based alerting
+# policies": partial metric data, incidents and notifications per policy). INACTIVE
+# evaluates no data as false, so the incident closes once the failures stop, and the
+# next failure opens a new one and notifies.
 MISSING_DATA = "EVALUATION_MISSING_DATA_INACTIVE"
 # AlertStrategy.autoClose of the policies with threshold conditions: "If an alerting
 # policy that was active has no data for this long, any open incidents will close"

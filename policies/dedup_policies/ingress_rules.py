@@ -7,8 +7,8 @@ in the same project or VPC Service Controls perimeter, and it calls the service'
 default run.app URL, not a custom domain. A handler that only Scheduler calls
 therefore gains nothing from accepting internet traffic, and internal-only keeps it
 from being reached at all by anyone outside, whatever IAM says; a job that calls an
-internal-only handler by another URL is reported, since its deliveries would be
-refused.
+internal-only handler by another of its URLs (a function's cloudfunctions.net URL) is
+reported, since its deliveries would be refused.
 
 The rule is advisory: ingress is a second layer on top of IAM, which the mandatory
 rules already guard (no public invoker, invoker check on), and a stack may have a
@@ -28,11 +28,10 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.proxy import UnknownValueError
 
 from dedup_policies import stack_view, types
-from dedup_policies.props import as_mapping, as_text, get_path, url_is_under
-from dedup_policies.stack_view import Handler, Job, StackView
+from dedup_policies.props import as_mapping, as_text, get_path
+from dedup_policies.stack_view import Handler, StackView
 from dedup_policies.unknowns import Deferred
 
 # What each resource type calls its ingress setting, its internal-only value and the
@@ -60,41 +59,20 @@ def ingress(resource_type: str, props: Mapping[str, Any]) -> tuple[str, bool]:
     return value, value == internal
 
 
-def _known(job: Job, *path: str) -> str | None:
-    try:
-        return as_text(get_path(job.resource.props, *path))
-    except UnknownValueError:
-        return None
-
-
-def _aims_at(job: Job, handler: Handler) -> bool:
-    """The job calls `handler`: paired by URL, or (by another URL) with the handler's URL as
-    its token audience or its target built from the handler's outputs."""
-    if job.handler is not None:
-        return job.handler is handler
-    audience = _known(job, "httpTarget", "oidcToken", "audience")
-    if audience and any(url_is_under(audience, url) for url in handler.urls):
-        return True
-    related = [
-        *job.resource.dependencies,
-        *job.resource.property_dependencies.get("httpTarget", []),
-    ]
-    return any(dep.urn == handler.resource.urn for dep in related)
-
-
 def _check_job_urls(view: StackView, handler: Handler, report: ReportViolation) -> None:
-    """Jobs that call an internal-only handler by a URL other than a run.app one."""
-    for job in view.jobs:
-        uri = _known(job, "httpTarget", "uri")
-        host = (urlsplit(uri).hostname or "") if uri else ""
-        if not uri or host.endswith(".run.app") or not _aims_at(job, handler):
+    """Jobs that call an internal-only handler by one of its URLs that is not a run.app one
+    (a function's cloudfunctions.net URL, a custom audience). A job calling a URL that is no
+    handler's at all is `scheduler-target-in-stack`'s to report."""
+    for job in view.jobs_calling(handler):
+        host = (urlsplit(job.uri).hostname or "") if job.uri else ""
+        if not job.uri or host.endswith(".run.app"):
             continue
         report(
-            f"{job.label} calls {handler.label} at {uri!r}, but the handler accepts internal "
-            "traffic only, and Cloud Scheduler reaches an internal-only service only at its "
-            "default run.app URL (not a custom domain), from the same project or VPC Service "
-            'Controls perimeter ("Restrict network ingress for Cloud Run"): call the '
-            "service's run.app URI (its `uri` output).",
+            f"{job.label} calls {handler.label} at {job.uri!r}, but the handler accepts "
+            "internal traffic only, and Cloud Scheduler reaches an internal-only service only "
+            "at its default run.app URL (not a custom domain), from the same project or VPC "
+            'Service Controls perimeter ("Restrict network ingress for Cloud Run"): call the '
+            "service's run.app URI (a function's `service_config.uri` output).",
             job.resource.urn,
         )
 
