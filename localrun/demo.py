@@ -332,7 +332,7 @@ def _run_audit(
     late_results = drive(late)
     files.outage_over.touch()
     say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
-    answer = deliver_audit(transport, jobs[0], datetime.now(UTC))
+    answer = deliver_audit(transport, jobs[0], datetime.now(UTC), env.env)
     _settle(files.events, SETTLE_S)
     outcome = audit_outcome(answer, log_path, expected, catch_up)
     if pause is not None:

@@ -6,7 +6,7 @@ before it is judged (`runledger.epochs`); so before the replay the demo records
 the epochs a stack deployed before those runs would have, through the
 handler's own code, in the handler's project and database.
 
-After the Scheduler is done, the demo delivers `runledger-audit` to the handler
+After the Scheduler is done, the demo delivers the audit job (DEDUP_AUDIT_JOB) to the handler
 as the stack's audit Scheduler job would. The handler claims that run in the
 ledger, audits every job's schedule times and logs one structured line per
 finding and a summary line, the lines Cloud Logging would receive. The demo
@@ -34,7 +34,7 @@ from runledger.audit import Finding
 from runledger.config import Settings
 from runledger.epochs import record_epochs
 from runledger.expected import ExpectedRun
-from runledger.schedules import AUDIT_JOB_ID, LOOKBACK_VARIABLE, audit_settings, parse_schedules
+from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings, parse_schedules
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 if TYPE_CHECKING:
@@ -137,11 +137,15 @@ def late_runs(jobs: Sequence[SimJob], since: datetime, until: datetime) -> list[
 Answer = tuple[int | None, str | None]  # status (None: no answer) and outcome
 
 
-def deliver_audit(transport: Transport, template: SimJob, now: datetime) -> Answer:
-    """One delivery of the reserved audit job, with the headers the stack's audit job sends."""
-    job = replace(template, id=AUDIT_JOB_ID, body=b"")
+def deliver_audit(
+    transport: Transport, template: SimJob, now: datetime, env: Mapping[str, str]
+) -> Answer:
+    """One delivery of the reserved audit job (DEDUP_AUDIT_JOB in the handler's `env`), with
+    the headers the stack's audit job sends."""
+    audit_job = audit_job_id(env)
+    job = replace(template, id=audit_job, body=b"")
     stamp = now.replace(microsecond=0)
-    plan = RunPlan(AUDIT_JOB_ID, stamp, False, None, ())
+    plan = RunPlan(audit_job, stamp, False, None, ())
     answer = transport.send_all([build_request(job, plan, random.Random(0))], AUDIT_TIMEOUT_S)[0]
     return answer.status, answer.outcome
 
@@ -221,7 +225,7 @@ _WHY = {Finding.MISSED: "never delivered", Finding.RELEASED: "retries exhausted"
 def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
     lookback_h = int(env[LOOKBACK_VARIABLE]) / 3600
     lines = [
-        f"audit: {AUDIT_JOB_ID} delivered as the stack's audit job would -> "
+        f"audit: {audit_job_id(env)} delivered as the stack's audit job would -> "
         f"{audit.status or 'no answer'} {audit.outcome or ''}".rstrip()
     ]
     if audit.summary is not None:

@@ -336,8 +336,11 @@ _SEVERITY = {
 }
 
 
-def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
-    """One structured line per finding, then one summary line (its absence means no audit ran)."""
+def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AUDIT_JOB_ID) -> None:
+    """One structured line per finding, then one summary line (its absence means no audit ran).
+
+    job: the audit's own job id (DEDUP_AUDIT_JOB), which the summary line carries.
+    """
     for item in report.findings:
         if item.schedule_time is None:
             log_line(
@@ -370,7 +373,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None) -> None:
         summary_text(report),
         stream,
         outcome="audit_summary",
-        job=AUDIT_JOB_ID,
+        job=job,
         window_start=rfc3339(report.window_start),
         window_end=rfc3339(report.window_end),
         jobs=report.jobs,
@@ -403,8 +406,8 @@ def summary_text(report: AuditReport) -> str:
 def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
     """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
 
-    The stack's audit Scheduler job delivers under AUDIT_JOB_ID; the audit then
-    runs as that run's job, so two deliveries of one audit time audit once. Each
+    The stack's audit Scheduler job delivers under `settings.job` (DEDUP_AUDIT_JOB);
+    the audit then runs as that run's job, so two deliveries of one audit time audit once. Each
     catch-up goes through `app.catch_up`, the same claim as a delivery, so a late
     Scheduler retry of that run and the audit cannot both run it. `live` lists
     the jobs' live state (None: Scheduler is not asked, DEDUP_SCHEDULES says).
@@ -426,6 +429,6 @@ def install_audit(app: App, settings: AuditSettings, live: Lister | None = None)
             catch_up=catch_up,
             live=live,
         )
-        log_report(audit.run())
+        log_report(audit.run(), job=settings.job)
 
-    app.jobs = {**app.jobs, AUDIT_JOB_ID: audit_job}
+    app.jobs = {**app.jobs, settings.job: audit_job}

@@ -36,8 +36,12 @@ from runledger.facts import (
 
 VARIABLE = "DEDUP_SCHEDULES"
 LOOKBACK_VARIABLE = "DEDUP_AUDIT_LOOKBACK_SECONDS"
-# The job id the stack's audit Scheduler job delivers under. The handler serves it
-# itself, so no user job and no DEDUP_SCHEDULES entry may take it.
+# DEDUP_AUDIT_JOB (a stable name): the job id the stack's audit Scheduler job delivers
+# under. Scheduler job ids are unique per project and location, so each stack names
+# its audit job from its own prefix and tells the handler here. The handler serves
+# that id itself, so no user job and no DEDUP_SCHEDULES entry may take it.
+AUDIT_JOB_VARIABLE = "DEDUP_AUDIT_JOB"
+# The audit's job id when DEDUP_AUDIT_JOB is unset.
 AUDIT_JOB_ID = "runledger-audit"
 DEFAULT_LOOKBACK = timedelta(hours=6)
 DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
@@ -77,6 +81,8 @@ class AuditSettings:
     lookback: timedelta
     project: str
     region: str
+    # The job id the audit is delivered under (DEDUP_AUDIT_JOB).
+    job: str = AUDIT_JOB_ID
 
     def schedule(self, job_id: str) -> JobSchedule | None:
         return next((s for s in self.schedules if s.id == job_id), None)
@@ -96,7 +102,7 @@ def _seconds(where: str, name: str, value: Any, low: float, high: float | None =
     return timedelta(seconds=value)
 
 
-def _entry(index: int, entry: Any) -> JobSchedule:
+def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     if not isinstance(entry, dict):
         raise ConfigError(f"{VARIABLE}[{index}]: each entry must be a JSON object")
     where = _where(index, entry)
@@ -110,8 +116,8 @@ def _entry(index: int, entry: Any) -> JobSchedule:
     job = entry["id"]
     if not isinstance(job, str) or not JOB_ID.fullmatch(job):
         raise ConfigError(f"{where}: id {job!r} is not a Cloud Scheduler job id")
-    if job == AUDIT_JOB_ID:
-        raise ConfigError(f"{where}: id {AUDIT_JOB_ID!r} is reserved for the audit itself")
+    if job == audit_job:
+        raise ConfigError(f"{where}: id {audit_job!r} is reserved for the audit itself")
     schedule = entry["schedule"]
     problem = schedule_problem(schedule) if isinstance(schedule, str) else "not a string"
     if problem:
@@ -147,8 +153,19 @@ def _entry(index: int, entry: Any) -> JobSchedule:
     return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age, paused)
 
 
-def parse_schedules(raw: str) -> tuple[JobSchedule, ...]:
-    """The entries of a DEDUP_SCHEDULES value; ConfigError naming the entry if one is wrong."""
+def audit_job_id(env: Mapping[str, str]) -> str:
+    """DEDUP_AUDIT_JOB: the audit's Scheduler job id, `AUDIT_JOB_ID` when unset or empty."""
+    value = env.get(AUDIT_JOB_VARIABLE, "").strip() or AUDIT_JOB_ID
+    if not JOB_ID.fullmatch(value):
+        raise ConfigError(f"{AUDIT_JOB_VARIABLE}: {value!r} is not a Cloud Scheduler job id")
+    return value
+
+
+def parse_schedules(raw: str, audit_job: str = AUDIT_JOB_ID) -> tuple[JobSchedule, ...]:
+    """The entries of a DEDUP_SCHEDULES value; ConfigError naming the entry if one is wrong.
+
+    audit_job: the audit's job id, which no entry may take.
+    """
     if not raw.strip():
         return ()
     try:
@@ -157,7 +174,7 @@ def parse_schedules(raw: str) -> tuple[JobSchedule, ...]:
         raise ConfigError(f"{VARIABLE}: not valid JSON ({exc})") from None
     if not isinstance(data, list):
         raise ConfigError(f"{VARIABLE}: must be a JSON list of job objects")
-    schedules = tuple(_entry(index, entry) for index, entry in enumerate(data))
+    schedules = tuple(_entry(index, entry, audit_job) for index, entry in enumerate(data))
     seen: set[str] = set()
     for schedule in schedules:
         if schedule.id in seen:
@@ -177,8 +194,10 @@ def _only(settings_names: frozenset[str], variable: str) -> str:
 
 
 def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
-    """Read DEDUP_SCHEDULES and DEDUP_AUDIT_LOOKBACK_SECONDS against the handler's settings."""
-    schedules = parse_schedules(env.get(VARIABLE, ""))
+    """Read DEDUP_SCHEDULES, DEDUP_AUDIT_LOOKBACK_SECONDS and DEDUP_AUDIT_JOB against the
+    handler's settings."""
+    job = audit_job_id(env)
+    schedules = parse_schedules(env.get(VARIABLE, ""), job)
     # Past the retention a record may be gone, and its run would read as missed: the
     # default stays inside it, a value set explicitly must.
     lookback = min(DEFAULT_LOOKBACK, settings.retention - settings.lease)
@@ -199,17 +218,17 @@ def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
                 "shorter than DEDUP_RETENTION_SECONDS"
             )
     if not schedules:
-        return AuditSettings((), lookback, "", "")
+        return AuditSettings((), lookback, "", "", job)
     project = _only(settings.allowed_projects, "DEDUP_ALLOWED_PROJECTS")
     region = _only(settings.allowed_regions, "DEDUP_ALLOWED_REGIONS")
-    return AuditSettings(schedules, lookback, project, region)
+    return AuditSettings(schedules, lookback, project, region, job)
 
 
 def check_jobs(audit: AuditSettings, jobs: Mapping[str, object], jobs_module: str) -> None:
     """Fail at start-up, naming the job, instead of a 404 on every delivery and missed runs."""
-    if AUDIT_JOB_ID in jobs:
+    if audit.job in jobs:
         raise ConfigError(
-            f"DEDUP_JOBS_MODULE: {jobs_module}.JOBS defines {AUDIT_JOB_ID!r}, "
+            f"DEDUP_JOBS_MODULE: {jobs_module}.JOBS defines {audit.job!r}, "
             "a job id reserved for the audit; rename that job"
         )
     for schedule in audit.schedules:

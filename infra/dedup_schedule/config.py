@@ -189,8 +189,21 @@ class ScheduleConfig:
         return min(default, self.retention_seconds - self.lease_seconds)
 
     @property
+    def audit_job_id(self) -> str:
+        """The audit's Scheduler job id, `<prefix>-audit`: Scheduler job ids are unique per
+        project and location, so two stacks in one project need one each. The handler
+        learns it from DEDUP_AUDIT_JOB."""
+        return f"{self.name_prefix}-audit"
+
+    @property
+    def reserved_job_ids(self) -> frozenset[str]:
+        """Ids no configured job may take: the stack's audit job's, and the handler's default
+        audit id (`runledger.schedules.AUDIT_JOB_ID`, served when DEDUP_AUDIT_JOB is unset)."""
+        return frozenset({self.audit_job_id, schedules.AUDIT_JOB_ID})
+
+    @property
     def audit_job(self) -> JobConfig | None:
-        """The audit's own Scheduler job, delivered under the handler's reserved job id.
+        """The audit's own Scheduler job, delivered under `audit_job_id`.
 
         It may take as long as a request may (its catch-ups run inside it), up to
         Cloud Scheduler's 30-minute limit, and is never retried: the next audit's
@@ -199,7 +212,7 @@ class ScheduleConfig:
         if not self.audit.enabled:
             return None
         return JobConfig(
-            id=schedules.AUDIT_JOB_ID,
+            id=self.audit_job_id,
             schedule=self.audit.schedule,
             time_zone="UTC",
             description="Checks every scheduled run of this stack's jobs against the ledger",
@@ -237,4 +250,5 @@ class ScheduleConfig:
             "GOOGLE_CLOUD_PROJECT": self.project,
             schedules.VARIABLE: self.schedules_json(),
             schedules.LOOKBACK_VARIABLE: str(self.audit_lookback_s),
+            schedules.AUDIT_JOB_VARIABLE: self.audit_job_id,
         }

@@ -124,7 +124,7 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
     audit_key = reader.key("audit")
     for index, job in enumerate(config.jobs):
         where = f"{jobs_key}[{index}]"
-        if job.id == schedules.AUDIT_JOB_ID:
+        if job.id in config.reserved_job_ids:
             raise ConfigError(
                 f"{where}.id: {job.id!r} is reserved for the stack's audit job; rename the job"
             )

@@ -21,7 +21,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from dedup_schedule.config import ConfigError, ScheduleConfig
-from runledger import facts, schedules
+from runledger import facts
 
 # Generous: importing a jobs module may import client libraries, on a loaded machine.
 PROBE_TIMEOUT_S = 120
@@ -66,7 +66,7 @@ def handler_job_ids(handler_dir: Path, module: str, setting: str) -> frozenset[s
 
 
 def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: str) -> None:
-    """Every configured job is in the handler's JOBS, and the audit's reserved id is not.
+    """Every configured job is in the handler's JOBS, and the audit's reserved ids are not.
 
     key_prefix: the namespace of the stack's keys (`scheduler-dedup:`), for the messages.
     """
@@ -75,9 +75,10 @@ def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: st
     module = facts.DEFAULT_JOBS_MODULE
     defined = handler_job_ids(handler_dir, module, f"{key_prefix}handlerDir")
     where = f"{config.handler_dir}/{module}.py"
-    if schedules.AUDIT_JOB_ID in defined:
+    clash = sorted(config.reserved_job_ids & defined)
+    if clash:
         raise ConfigError(
-            f"{key_prefix}handlerDir: {where} defines {schedules.AUDIT_JOB_ID!r}, the job id "
+            f"{key_prefix}handlerDir: {where} defines {clash[0]!r}, the job id "
             "reserved for the audit; the handler would refuse to start, so rename that job"
         )
     for index, job in enumerate(config.jobs):

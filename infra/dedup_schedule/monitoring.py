@@ -9,7 +9,7 @@ with the function's Cloud Run service in `resource.labels.service_name`.
 Log-based metrics ("Log-based metrics overview", Cloud Logging) count the
 entries that match a filter, with labels extracted from fields
 (`EXTRACT(jsonPayload.job)`), or record a value per entry as a distribution
-(`value_extractor`). Each signal's module builds its metric together with the
+(`value_extractor`). Each signal's module builds its metric and, separately, the
 alert policies that watch it: `monitoring_runs` (run outcomes, attempts, latency;
 failed runs, ledger outage), `monitoring_findings` (the audit's findings; missed
 runs), `monitoring_audit` (the audit's heartbeat; audit stopped), on the shared
@@ -17,10 +17,11 @@ builders of `monitoring_build`; `monitoring_dashboard` charts them. The outcome
 names come from `runledger.facts`, which the policy pack shares, and tests check
 them against the lines the handler really writes.
 
-A first `pulumi up` may fail to create an alert policy with 404 "Cannot find
-metric(s) ... If a metric was created recently, it could take up to 10 minutes
-to become available" (hashicorp/terraform-provider-google#11102); run it again
-after a few minutes.
+Cloud Monitoring refuses an alert policy whose filter names a log-based metric it
+does not know yet (404 "Cannot find metric(s)", hashicorp/terraform-provider-google#11102),
+and a new metric may take up to 10 minutes to become known. So every metric is
+created first, then one create-only wait (`monitoring_build.wait_for_metrics`), then
+the alert policies, all after that wait.
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from dedup_schedule.config import ScheduleConfig
-from dedup_schedule.monitoring_audit import audit_heartbeat
-from dedup_schedule.monitoring_build import MonitoringScope, handler_lines, notification_channels
+from dedup_schedule.monitoring_audit import audit_heartbeat, audit_stopped_alert
+from dedup_schedule.monitoring_build import (
+    MonitoringScope,
+    handler_lines,
+    notification_channels,
+    wait_for_metrics,
+)
 from dedup_schedule.monitoring_dashboard import dashboard
-from dedup_schedule.monitoring_findings import findings
-from dedup_schedule.monitoring_runs import attempts, latency, run_outcomes
+from dedup_schedule.monitoring_findings import findings, missed_alert
+from dedup_schedule.monitoring_runs import attempts, latency, run_alerts, run_outcomes
 from dedup_schedule.placement import Placement
 
 
@@ -51,6 +57,22 @@ class RunMonitoringArgs:
     placement: Placement
     config: ScheduleConfig
     service_name: str
+
+
+@dataclass(frozen=True)
+class MonitoredMetrics:
+    """The log-based metrics, each created before any alert policy."""
+
+    runs: gcp.logging.Metric
+    findings: gcp.logging.Metric
+    attempts: gcp.logging.Metric
+    latency: gcp.logging.Metric
+    audits: gcp.logging.Metric | None
+
+    def all(self) -> list[gcp.logging.Metric]:
+        """Every metric, in the dashboard's order."""
+        ordered = [self.runs, self.findings, self.attempts, self.latency, self.audits]
+        return [metric for metric in ordered if metric is not None]
 
 
 class RunMonitoring(pulumi.ComponentResource):
@@ -69,18 +91,22 @@ class RunMonitoring(pulumi.ComponentResource):
         )
         channels = notification_channels(unnotified)
         scope = dataclasses.replace(unnotified, channels=channels)
-        # Findings first: the alert on failed runs also watches the audit's failed findings.
-        found = findings(scope)
-        runs = run_outcomes(scope, found.metric)
-        distributions = [attempts(scope), latency(scope)]
-        audits = audit_heartbeat(scope) if args.config.audit.enabled else None
-        watched = [found, runs, *([audits] if audits else [])]
-        self.alert_policies = [policy for signal in watched for policy in signal.alerts]
-        self.notification_channels = pulumi.Output.all(*channels)
-        self.dashboard = dashboard(
-            scope,
-            [runs.metric, found.metric, *distributions, *([audits.metric] if audits else [])],
+        metrics = MonitoredMetrics(
+            runs=run_outcomes(scope),
+            findings=findings(scope),
+            attempts=attempts(scope),
+            latency=latency(scope),
+            audits=audit_heartbeat(scope) if args.config.audit.enabled else None,
         )
+        charted = metrics.all()
+        alerting = dataclasses.replace(scope, metrics_ready=wait_for_metrics(scope, charted))
+        self.alert_policies = [
+            *run_alerts(alerting, metrics.runs, metrics.findings),
+            missed_alert(alerting, metrics.findings),
+            *([audit_stopped_alert(alerting, metrics.audits)] if metrics.audits else []),
+        ]
+        self.notification_channels = pulumi.Output.all(*channels)
+        self.dashboard = dashboard(scope, charted)
         self.register_outputs(
             {
                 "alertPolicies": [policy.name for policy in self.alert_policies],

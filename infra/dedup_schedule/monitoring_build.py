@@ -8,12 +8,14 @@ notification channels without reaching into the component's state.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumiverse_time as time
 
 from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.placement import Placement
@@ -21,6 +23,31 @@ from dedup_schedule.placement import Placement
 LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
 # The monitored resource of a Cloud Run function's (2nd gen) logs and metrics.
 RESOURCE_TYPE = "cloud_run_revision"
+# How long alert policies wait after their log-based metrics are created. Cloud
+# Monitoring refuses a policy whose filter names a log-based metric it does not know
+# yet with 404 "Cannot find metric(s) ... If a metric was created recently, it could
+# take up to 10 minutes to become available" (the API's own message, quoted in
+# hashicorp/terraform-provider-google#11102, still open, and in
+# GoogleCloudPlatform/cloud-foundation-fabric#3739); Cloud Logging's "Troubleshoot
+# log-based metrics" also says updating them in Cloud Monitoring may take up to 10
+# minutes. So the wait is the full 10 minutes: nothing reports when a metric is usable.
+METRICS_AVAILABLE_WAIT = "600s"
+# How a threshold condition over a log-based counter treats a time with no data.
+# The counters are sparse: they have points only when a matching line was written,
+# so between failures there is no data at all. Unset, that is
+# EVALUATION_MISSING_DATA_NO_OP ("do not evaluate the condition to any value if there
+# is no data", API `AlertPolicy.Condition.EvaluationMissingData`): an open incident
+# stays open, and while it is open the same series meeting the condition again opens
+# no new incident and sends no new notification ("Behavior of metric-based alerting
+# policies": partial metric data, incidents and notifications per policy). INACTIVE
+# evaluates no data as false, so the incident closes once the failures stop, and the
+# next failure opens a new one and notifies.
+MISSING_DATA = "EVALUATION_MISSING_DATA_INACTIVE"
+# AlertStrategy.autoClose of the policies with threshold conditions: "If an alerting
+# policy that was active has no data for this long, any open incidents will close"
+# (API reference; default 7 days). 30 minutes: short enough that the next failed run
+# of an hourly job pages again even if missing-data evaluation left an incident open.
+AUTO_CLOSE = "1800s"
 
 
 @dataclass(frozen=True)
@@ -30,6 +57,7 @@ class MonitoringScope:
     parent: the `RunMonitoring` component, parent of every resource built here.
     lines: the Logging filter matching every entry the handler writes.
     channels: the notification channels every alert policy notifies.
+    metrics_ready: the wait (`wait_for_metrics`) every alert policy is created after.
     """
 
     placement: Placement
@@ -37,6 +65,7 @@ class MonitoringScope:
     parent: pulumi.Resource
     lines: str
     channels: tuple[pulumi.Input[str], ...] = ()
+    metrics_ready: pulumi.Resource | None = None
 
     @property
     def requests(self) -> str:
@@ -50,14 +79,6 @@ class MonitoringScope:
         return pulumi.ResourceOptions(
             parent=self.parent, depends_on=[*self.placement.apis, *depends_on]
         )
-
-
-@dataclass(frozen=True)
-class WatchedMetric:
-    """A log-based metric and the alert policies that watch it."""
-
-    metric: gcp.logging.Metric
-    alerts: tuple[gcp.monitoring.AlertPolicy, ...] = ()
 
 
 def handler_lines(service_name: str) -> str:
@@ -88,19 +109,38 @@ def notification_channels(scope: MonitoringScope) -> tuple[pulumi.Input[str], ..
     """The configured channel ids, and one e-mail channel per configured address."""
     config, placement = scope.config, scope.placement
     channels: list[pulumi.Input[str]] = list(config.alerts.notification_channels)
-    for email in config.alerts.emails:
+    slugs = [_email_slug(email) for email in config.alerts.emails]
+    for email, slug in zip(config.alerts.emails, slugs, strict=True):
+        # The readable part alone maps a.b@x.com and a-b@x.com to one name; the hash of
+        # the exact address keeps distinct addresses apart. A channel named by the slug
+        # alone before keeps its resource through the alias, unless its slug is shared.
+        old_name = placement.name(f"alert-email-{slug}")
         channel = gcp.monitoring.NotificationChannel(
-            placement.name("alert-email-" + re.sub(r"[^a-z0-9]+", "-", email.lower())),
+            placement.name(f"alert-email-{slug}-{_digest(email)}"),
             gcp.monitoring.NotificationChannelArgs(
                 project=config.project,
                 type="email",
                 display_name=f"{placement.prefix} alerts: {email}",
                 labels={"email_address": email},
             ),
-            opts=scope.opts(),
+            opts=pulumi.ResourceOptions.merge(
+                scope.opts(),
+                pulumi.ResourceOptions(
+                    aliases=[pulumi.Alias(name=old_name)] if slugs.count(slug) == 1 else []
+                ),
+            ),
         )
         channels.append(channel.name)
     return tuple(channels)
+
+
+def _email_slug(email: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", email.lower())
+
+
+def _digest(text: str) -> str:
+    """Ten hex digits of the SHA-256 of `text`: distinct for distinct configured values."""
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 # --- metrics ----------------------------------------------------------------------------
@@ -159,6 +199,23 @@ def distribution(
     )
 
 
+def wait_for_metrics(scope: MonitoringScope, metrics: Sequence[gcp.logging.Metric]) -> time.Sleep:
+    """A create-only wait of `METRICS_AVAILABLE_WAIT` that starts once every metric exists.
+
+    Its triggers are the metrics' ids: a later `up` that adds or replaces a metric
+    waits again before the policies that are new with it; an unchanged stack never waits.
+    """
+    place = scope.placement
+    return time.Sleep(
+        place.name("metrics-wait"),
+        time.SleepArgs(
+            create_duration=METRICS_AVAILABLE_WAIT,
+            triggers={f"metric{index}": metric.id for index, metric in enumerate(metrics)},
+        ),
+        opts=scope.opts(metrics),
+    )
+
+
 # --- alert policies ---------------------------------------------------------------------
 
 
@@ -178,16 +235,18 @@ def condition(
     selector: str,
     window_s: int,
     group_by: Sequence[str],
+    more_than: int = 0,
 ) -> gcp.monitoring.AlertPolicyConditionArgs:
-    """More than zero matching entries in a window (summed per `group_by`)."""
+    """More than `more_than` matching entries in a window (summed per `group_by`), no data
+    counting as not met (`MISSING_DATA`)."""
     return gcp.monitoring.AlertPolicyConditionArgs(
         display_name=title,
         condition_threshold=gcp.monitoring.AlertPolicyConditionConditionThresholdArgs(
             filter=metric_filter(metric, selector),
             comparison="COMPARISON_GT",
-            threshold_value=0,
-            # For the window-long ledger condition: failing throughout the window.
-            duration=f"{window_s if window_s > 60 else 0}s",
+            threshold_value=more_than,
+            duration="0s",
+            evaluation_missing_data=MISSING_DATA,
             aggregations=[
                 gcp.monitoring.AlertPolicyConditionConditionThresholdAggregationArgs(
                     alignment_period=f"{window_s}s",
@@ -210,15 +269,22 @@ def threshold_alert(
     extra: gcp.monitoring.AlertPolicyConditionArgs | None = None,
     window_s: int = 60,
     group_by: Sequence[str] = ("metric.label.job",),
+    more_than: int = 0,
 ) -> gcp.monitoring.AlertPolicy:
-    """A policy alerting on any entry matching one of `conditions` (metric, title,
-    selector), plus an `extra` condition built elsewhere."""
+    """A policy alerting on more than `more_than` entries matching one of `conditions`
+    (metric, title, selector), plus an `extra` condition built elsewhere."""
     built = [
-        condition(metric, name, selector, window_s, group_by)
+        condition(metric, name, selector, window_s, group_by, more_than)
         for metric, name, selector in conditions
     ]
     return policy(
-        scope, suffix, title, documentation, severity, [*built, *([extra] if extra else [])]
+        scope,
+        suffix,
+        title,
+        documentation,
+        severity,
+        [*built, *([extra] if extra else [])],
+        auto_close=AUTO_CLOSE,
     )
 
 
@@ -229,8 +295,16 @@ def policy(
     documentation: str,
     severity: str,
     conditions: list[gcp.monitoring.AlertPolicyConditionArgs],
+    auto_close: str | None,
 ) -> gcp.monitoring.AlertPolicy:
-    """An alert policy met by any of `conditions`, notifying the scope's channels."""
+    """An alert policy met by any of `conditions`, notifying the scope's channels.
+
+    It is created after `scope.metrics_ready`, so the metrics its filters name exist
+    in Cloud Monitoring by then. auto_close: how long an incident stays open without
+    data (None: Cloud Monitoring's default).
+    """
+    if scope.metrics_ready is None:
+        raise ValueError(f"alert policy {suffix}: build it with the scope of wait_for_metrics")
     place = scope.placement
     return gcp.monitoring.AlertPolicy(
         place.name(suffix),
@@ -244,7 +318,10 @@ def policy(
                 content=documentation, mime_type="text/markdown"
             ),
             notification_channels=list(scope.channels) or None,
+            alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close=auto_close)
+            if auto_close
+            else None,
             user_labels={"stack": place.prefix},
         ),
-        opts=scope.opts(),
+        opts=scope.opts([scope.metrics_ready]),
     )

@@ -2,6 +2,10 @@
 
 Its charts name the log-based metrics by their names (`<prefix>-runs`, ...), so the
 dashboard is created after the metrics it charts.
+
+The JSON leaves out every zero-valued and empty field (`xPos: 0`, `groupByFields: []`):
+the API drops them from what it returns, so a JSON with them differs from the live
+dashboard on every preview (hashicorp/terraform-provider-google#16173).
 """
 
 from __future__ import annotations
@@ -65,9 +69,21 @@ def dashboard(
     }
     return gcp.monitoring.Dashboard(
         place.name("dashboard"),
-        gcp.monitoring.DashboardArgs(project=cfg.project, dashboard_json=json.dumps(layout)),
+        gcp.monitoring.DashboardArgs(
+            project=cfg.project, dashboard_json=json.dumps(_without_defaults(layout))
+        ),
         opts=scope.opts(metrics),
     )
+
+
+def _without_defaults(value: Any) -> Any:
+    """`value` without the zero numbers, empty strings, lists and maps the API leaves out."""
+    if isinstance(value, dict):
+        kept = {key: _without_defaults(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item not in (0, "", [], {})}
+    if isinstance(value, list):
+        return [_without_defaults(item) for item in value]
+    return value
 
 
 def _sum(*group_by: str) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import pulumi_gcp as gcp
 
 from dedup_schedule.monitoring_build import (
     MonitoringScope,
-    WatchedMetric,
     condition,
     counter,
     label_in,
@@ -25,17 +24,21 @@ from dedup_schedule.monitoring_build import (
 from runledger import facts
 
 
-def findings(scope: MonitoringScope) -> WatchedMetric:
-    """The findings counter and the "Scheduled run missed" alert on it."""
+def findings(scope: MonitoringScope) -> gcp.logging.Metric:
+    """The findings counter, by kind and job."""
     kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED, *facts.JOB_FINDING_OUTCOMES)
-    metric = counter(
+    return counter(
         scope,
         "findings",
         "Scheduled runs the audit found missed, stale, failed or released, by kind and job",
         f"{scope.lines} AND jsonPayload.outcome={one_of(kinds)}",
         {"kind": "jsonPayload.outcome", "job": "jsonPayload.job"},
     )
-    missed = threshold_alert(
+
+
+def missed_alert(scope: MonitoringScope, metric: gcp.logging.Metric) -> gcp.monitoring.AlertPolicy:
+    """The "Scheduled run missed" alert on the findings counter."""
+    return threshold_alert(
         scope,
         "alert-missed",
         "Scheduled run missed",
@@ -53,7 +56,6 @@ def findings(scope: MonitoringScope) -> WatchedMetric:
             (*facts.MISSED_RUN_OUTCOMES, *facts.JOB_FINDING_OUTCOMES),
         ),
     )
-    return WatchedMetric(metric, (missed,))
 
 
 def findings_condition(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pulumi_gcp as gcp
 
+from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config_audit import longest_interval_s
 from dedup_schedule.monitoring_build import (
     MonitoringScope,
-    WatchedMetric,
     counter,
     distribution,
     label_in,
@@ -20,20 +21,52 @@ from dedup_schedule.monitoring_build import (
 from dedup_schedule.monitoring_findings import findings_condition
 from runledger import facts
 
-# Ledger failures must go on this long before they page: one bad delivery is retried.
-LEDGER_OUTAGE_S = 300
+# The ledger alert's window: at least this long, and at most the longest alignment
+# period an alerting policy's condition takes (90,000 s, API `Aggregation.alignmentPeriod`).
+LEDGER_WINDOW_MIN_S = 1800
+LEDGER_WINDOW_MAX_S = 90_000
+# A ledger outage pages once the handler logs more ledger errors than this in the window.
+LEDGER_ERRORS_TOLERATED = 1
 
 
-def run_outcomes(scope: MonitoringScope, findings: gcp.logging.Metric) -> WatchedMetric:
-    """The runs counter, with the alerts on failed runs (also the audit's failed
-    `findings`) and on a ledger outage."""
-    runs = counter(
+def ledger_window_s(config: ScheduleConfig) -> int:
+    """The window the ledger alert counts errors in: two audit intervals, so the audit's own
+    deliveries alone give it two errors in an outage; at least `LEDGER_WINDOW_MIN_S`.
+
+    A Firestore outage fails every delivery while it lasts, one ledger-error line each,
+    at whatever pace deliveries come; it is not a continuous signal, so a condition that
+    needs errors in every minute (or every 5 minutes) of a window may never be met by a
+    nightly job whose retries are minutes apart. A lone transient error, in contrast, is
+    retried and heals. So the condition pages on a second ledger error within the window.
+    For the example stack (Pulumi.example.yaml): the audit runs every 15 minutes, so a
+    30-minute window holds two audit deliveries; hourly-sync's first attempt and its 5
+    retries (10 s backoff, doubling) fail within about 5 minutes of :05;
+    nightly-report's 4 attempts (60 s backoff, doubling twice) within about 7 minutes
+    of 02:30 Berlin; invoice-export's single weekday attempt adds one more. An outage
+    of a few minutes around one of those runs pages, and any longer one pages within
+    about 30 minutes from the audit's own deliveries.
+    """
+    audit_interval = longest_interval_s(config.audit.schedule) if config.audit.enabled else 0
+    window = max(LEDGER_WINDOW_MIN_S, 2 * audit_interval)
+    return min(-(-window // 60) * 60, LEDGER_WINDOW_MAX_S)
+
+
+def run_outcomes(scope: MonitoringScope) -> gcp.logging.Metric:
+    """The runs counter, by outcome and job."""
+    return counter(
         scope,
         "runs",
         "Deliveries the handler answered, by outcome and job",
         scope.requests,
         {"outcome": "jsonPayload.outcome", "job": "jsonPayload.job"},
     )
+
+
+def run_alerts(
+    scope: MonitoringScope, runs: gcp.logging.Metric, findings: gcp.logging.Metric
+) -> tuple[gcp.monitoring.AlertPolicy, ...]:
+    """The alerts on failed runs (the handler's, and the audit's failed `findings`) and on
+    a ledger outage."""
     failed = threshold_alert(
         scope,
         "alert-failed",
@@ -51,26 +84,29 @@ def run_outcomes(scope: MonitoringScope, findings: gcp.logging.Metric) -> Watche
         ],
         extra=findings_condition(findings, "Audit found a failed run", (facts.OUTCOME_RUN_FAILED,)),
     )
+    window = ledger_window_s(scope.config)
     ledger = threshold_alert(
         scope,
         "alert-ledger",
         "Run ledger unavailable",
-        "The handler could not read or write its Firestore ledger for several minutes "
-        "(outcome store_unavailable, store_permission_denied or store_unusable), so no "
-        "run can be claimed. Check Firestore's status, the runtime account's grant on "
-        "the ledger database, and the database itself.",
+        f"The handler failed to read or write its Firestore ledger more than "
+        f"{LEDGER_ERRORS_TOLERATED} time(s) within {window // 60} minutes (outcome "
+        "store_unavailable, store_permission_denied or store_unusable), so runs cannot be "
+        "claimed. Check Firestore's status, the runtime account's grant on the ledger "
+        "database, and the database itself.",
         "CRITICAL",
         [
             (
                 runs,
-                "Ledger errors in every 5 minutes",
+                f"More than {LEDGER_ERRORS_TOLERATED} ledger error(s) in {window // 60} minutes",
                 label_in("outcome", facts.LEDGER_UNAVAILABLE_OUTCOMES),
             )
         ],
-        window_s=LEDGER_OUTAGE_S,
+        window_s=window,
         group_by=(),
+        more_than=LEDGER_ERRORS_TOLERATED,
     )
-    return WatchedMetric(runs, (failed, ledger))
+    return failed, ledger
 
 
 def attempts(scope: MonitoringScope) -> gcp.logging.Metric:
@@ -100,7 +136,8 @@ def latency(scope: MonitoringScope) -> gcp.logging.Metric:
         scope.requests,
         "jsonPayload.duration_ms",
         "ms",
-        # 10 ms up to about 87 minutes, doubling: past the longest request timeout.
+        # 10 ms doubling 20 times: the top finite bound is 10 ms * 2^20, about 175
+        # minutes, past the longest request timeout (60 minutes).
         gcp.logging.MetricBucketOptionsArgs(
             exponential_buckets=gcp.logging.MetricBucketOptionsExponentialBucketsArgs(
                 num_finite_buckets=20, growth_factor=2, scale=10

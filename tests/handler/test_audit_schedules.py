@@ -7,9 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from runledger.audit import install_audit
 from runledger.exceptions import ConfigError
-from runledger.schedules import audit_settings, parse_schedules
-from tests.handler.support import settings
+from runledger.memory_store import MemoryRunStore
+from runledger.schedules import audit_settings, check_jobs, parse_schedules
+from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers, settings
 
 ENTRY = {
     "id": "etl",
@@ -77,3 +79,46 @@ def test_windows_must_fit_inside_the_retention():
     late = ENTRY | {"catchUp": True, "catchUpMaxAgeSeconds": 86200}
     with pytest.raises(ConfigError, match=r"\('etl'\): catchUpMaxAgeSeconds plus the lease"):
         audit_settings({"DEDUP_SCHEDULES": json.dumps([late])} | SCOPE, settings(**SCOPE))
+
+
+# --- DEDUP_AUDIT_JOB: the audit's job id, one per stack ---------------------------------------
+
+
+def test_the_audit_job_id_comes_from_dedup_audit_job():
+    env = {"DEDUP_SCHEDULES": json.dumps([ENTRY]), **SCOPE}
+    assert audit_settings(env, settings(**SCOPE)).job == "runledger-audit"
+    assert audit_settings(env | {"DEDUP_AUDIT_JOB": ""}, settings(**SCOPE)).job == "runledger-audit"
+    chosen = audit_settings(env | {"DEDUP_AUDIT_JOB": " blue-audit "}, settings(**SCOPE))
+    assert chosen.job == "blue-audit"
+    with pytest.raises(ConfigError, match=r"^DEDUP_AUDIT_JOB: 'blue audit' is not a Cloud"):
+        audit_settings(env | {"DEDUP_AUDIT_JOB": "blue audit"}, settings(**SCOPE))
+
+
+def test_no_job_may_take_the_configured_audit_id():
+    taken = {"DEDUP_SCHEDULES": json.dumps([ENTRY | {"id": "blue-audit"}]), **SCOPE}
+    with pytest.raises(ConfigError, match=r"\('blue-audit'\): id 'blue-audit' is reserved"):
+        audit_settings(taken | {"DEDUP_AUDIT_JOB": "blue-audit"}, settings(**SCOPE))
+    # With another audit id, the default one is an ordinary job id again.
+    other = {"DEDUP_SCHEDULES": json.dumps([ENTRY | {"id": "runledger-audit"}]), **SCOPE}
+    audit = audit_settings(other | {"DEDUP_AUDIT_JOB": "blue-audit"}, settings(**SCOPE))
+    assert [schedule.id for schedule in audit.schedules] == ["runledger-audit"]
+    with pytest.raises(ConfigError, match=r"JOBS defines 'blue-audit', a job id reserved"):
+        check_jobs(audit, {"runledger-audit": print, "blue-audit": print}, "jobs")
+
+
+def test_the_handler_serves_the_audit_under_its_configured_id(capsys):
+    env = {"DEDUP_SCHEDULES": json.dumps([ENTRY | {"id": "nightly-report"}]), **SCOPE}
+    env |= {"DEDUP_AUDIT_JOB": "blue-audit"}
+    app = make_app(MemoryRunStore(), {"nightly-report": print}, FakeClock(), **SCOPE)
+    install_audit(app, audit_settings(env, app.settings))
+    capsys.readouterr()
+
+    audited = deliver(app, scheduler_headers(job="blue-audit"))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    default = deliver(app, scheduler_headers(job="runledger-audit"))
+
+    assert audited.status == 200
+    (summary,) = [line for line in lines if line.get("outcome") == "audit_summary"]
+    assert summary["job"] == "blue-audit"
+    # Another stack's audit id (or the default one) is not this handler's job.
+    assert default.status == 404

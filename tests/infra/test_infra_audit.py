@@ -158,7 +158,8 @@ def test_the_runtime_account_may_list_scheduler_jobs_read_only_when_the_audit_ru
 def test_the_audit_job_calls_the_handler_as_every_job_does(run) -> None:
     jobs = jobs_by_name(run(audit={"schedule": "*/20 * * * *"}))
 
-    audit, nightly = jobs[AUDIT_JOB_ID], jobs["nightly-report"]
+    # Named from the stack's prefix: Scheduler job ids are unique per project and region.
+    audit, nightly = jobs["dedup-audit"], jobs["nightly-report"]
     assert audit["schedule"] == "*/20 * * * *"
     assert audit["timeZone"] == "UTC"
     assert audit["httpTarget"]["uri"] == nightly["httpTarget"]["uri"]
@@ -174,6 +175,7 @@ def test_a_disabled_audit_deploys_no_job_and_no_absence_alert(run) -> None:
     resources = run(audit={"enabled": False})
 
     assert AUDIT_JOB_ID not in jobs_by_name(resources)
+    assert "dedup-audit" not in jobs_by_name(resources)
     policies = [r for r in resources if r.type == POLICY]
     assert policies
     assert not any("conditionAbsent" in c for p in policies for c in conditions(p))
@@ -335,7 +337,8 @@ def test_every_alert_watches_a_log_metric_of_the_handlers_lines(run) -> None:
     assert all(f'"{kind}"' in missed for kind in ("run_missed", "run_stale", "run_released"))
     ledger = conditions(policies["dedup: Run ledger unavailable"])[0]["conditionThreshold"]
     assert '"store_unavailable"' in ledger["filter"]
-    assert ledger["duration"] == "300s"
+    # More than one ledger error in the window (test_the_ledger_alert_pages_on_errors_...).
+    assert (ledger["duration"], ledger["thresholdValue"]) == ("0s", 1)
     absent = conditions(policies["dedup: Run audit stopped"])[0]["conditionAbsent"]
     assert "user/dedup-audits" in absent["filter"]
     # Every 30 minutes, a 600s attempt deadline, 5 minutes of slack.
@@ -440,3 +443,156 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
 
     (summary,) = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert summary["outcome"] == facts.OUTCOME_AUDIT_SUMMARY
+
+
+# --- the first `up`, alerts that fire again, a dashboard without diffs -----------------------
+
+
+SLEEP = "time:index/sleep:Sleep"
+
+
+def ancestors(resources: list[CapturedResource], start: CapturedResource) -> set[str]:
+    """URNs `start` depends on, directly or through other resources."""
+    by_urn = {r.urn: r for r in resources}
+    seen: set[str] = set()
+    todo = list(start.dependencies)
+    while todo:
+        urn = todo.pop()
+        if urn not in seen:
+            seen.add(urn)
+            todo.extend(by_urn[urn].dependencies if urn in by_urn else ())
+    return seen
+
+
+def test_every_alert_policy_waits_for_the_metrics_its_filters_name(run) -> None:
+    # Cloud Monitoring answers 404 "Cannot find metric(s)" to a policy on a log-based
+    # metric created moments ago ("could take up to 10 minutes"): the policies wait.
+    resources = run()
+    metrics = {r.inputs["name"]: r for r in resources if r.type == METRIC}
+    waits = {r.urn: r for r in resources if r.type == SLEEP}
+    policies = [r for r in resources if r.type == POLICY]
+
+    assert len(policies) == 4
+    for policy in policies:
+        before = ancestors(resources, policy)
+        named = {
+            name
+            for condition in conditions(policy)
+            for name in metrics
+            if f'user/{name}"' in condition_filter(condition)
+        }
+        assert named, policy.inputs["displayName"]
+        metric_waits = [
+            waits[urn]
+            for urn in before & set(waits)
+            if {metrics[name].urn for name in named} <= set(waits[urn].dependencies)
+        ]
+        assert metric_waits, policy.inputs["displayName"]
+        for wait in metric_waits:
+            assert wait.inputs["createDuration"] == "600s"
+    (wait,) = [w for w in waits.values() if w.name == "dedup-metrics-wait"]
+    # Triggered by the metrics' ids: only an `up` that adds or replaces a metric waits.
+    assert len(wait.inputs["triggers"]) == len(metrics)
+
+
+def test_sparse_metric_conditions_evaluate_missing_data_and_close(run) -> None:
+    # The counters have points only when a line matched: between failures there is no
+    # data, and an incident left open swallows the next failure's notification.
+    policies = [r for r in run() if r.type == POLICY]
+
+    thresholds = 0
+    for policy in policies:
+        kinds = [c.get("conditionThreshold") for c in conditions(policy)]
+        if any(kind is not None for kind in kinds):
+            assert policy.inputs["alertStrategy"]["autoClose"] == "1800s"
+        for kind in kinds:
+            if kind is not None:
+                thresholds += 1
+                assert kind["evaluationMissingData"] == "EVALUATION_MISSING_DATA_INACTIVE"
+                assert "user/dedup-" in kind["filter"]
+    assert thresholds == 4
+    # The absence condition closes when the audit's line comes back, not on a timer.
+    (stopped,) = [p for p in policies if p.inputs["displayName"] == "dedup: Run audit stopped"]
+    assert "alertStrategy" not in stopped.inputs
+
+
+def test_the_ledger_alert_pages_on_errors_minutes_apart(run) -> None:
+    # A nightly job's retries are minutes apart: the condition must not need errors in
+    # every minute of a window, only more than one error within it.
+    policies = {r.inputs["displayName"]: r for r in run(audit={"schedule": "*/15 * * * *"})}
+    (condition,) = conditions(policies["dedup: Run ledger unavailable"])
+    threshold = condition["conditionThreshold"]
+
+    assert threshold["duration"] == "0s"
+    assert threshold["thresholdValue"] == 1
+    (aggregation,) = threshold["aggregations"]
+    # Two audits every 15 minutes fall in it, whatever the jobs do.
+    assert aggregation["alignmentPeriod"] == "1800s"
+    assert aggregation["perSeriesAligner"] == "ALIGN_SUM"
+    slower = {r.inputs["displayName"]: r for r in run()}
+    (condition,) = conditions(slower["dedup: Run ledger unavailable"])
+    # The default audit runs every 30 minutes: the window is two of its intervals.
+    assert condition["conditionThreshold"]["aggregations"][0]["alignmentPeriod"] == "3600s"
+
+
+def test_the_dashboard_json_has_no_zero_or_empty_field(run) -> None:
+    # The API drops zero values and empty lists from what it returns; sending them makes
+    # every preview show a diff on an unchanged dashboard.
+    (dashboard,) = [r for r in run() if r.type == DASHBOARD]
+    layout = json.loads(dashboard.inputs["dashboardJson"])
+
+    def defaults(value: Any, path: str) -> list[str]:
+        if isinstance(value, dict):
+            return [p for key, item in value.items() for p in defaults(item, f"{path}.{key}")]
+        if isinstance(value, list):
+            found = [path] if not value else []
+            return found + [
+                p for i, item in enumerate(value) for p in defaults(item, f"{path}[{i}]")
+            ]
+        return [path] if value in (0, "", None, False) else []
+
+    assert defaults(layout, "") == []
+    tiles = layout["mosaicLayout"]["tiles"]
+    assert len(tiles) == 5
+    assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
+    assert (tiles[3]["xPos"], tiles[3]["yPos"]) == (24, 16)
+    audits = tiles[4]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
+    assert "groupByFields" not in audits["aggregation"]
+
+
+def test_distinct_addresses_get_distinct_channels(run) -> None:
+    resources = run(alerts={"emails": ["a.b@example.com", "a-b@example.com", "ops@example.com"]})
+    channels = {r.inputs["labels"]["email_address"]: r for r in resources if r.type == CHANNEL}
+
+    assert len({channel.urn for channel in channels.values()}) == 3
+    for policy in (r for r in resources if r.type == POLICY):
+        assert len(policy.inputs["notificationChannels"]) == 3
+    # A channel named before the hash suffix keeps its resource, unless two addresses
+    # shared that old name (an alias may stand for one resource only).
+    old = (
+        "urn:pulumi:test::scheduler-dedup::scheduler-dedup:index:DedupSchedule"
+        "$scheduler-dedup:index:RunMonitoring"
+        "$gcp:monitoring/notificationChannel:NotificationChannel::"
+    )
+    assert channels["ops@example.com"].aliases == (f"{old}dedup-alert-email-ops-example-com",)
+    assert channels["a.b@example.com"].aliases == ()
+    assert channels["a-b@example.com"].aliases == ()
+
+
+def test_the_audit_job_is_named_from_the_prefix_and_the_handler_told(run, multi_job_config) -> None:
+    resources = run(namePrefix="nightly")
+    env = environment(resources)
+    audit = audit_settings(env, Settings.from_env(env))
+
+    assert audit.job == "nightly-audit"
+    assert "nightly-audit" in jobs_by_name(resources)
+    assert AUDIT_JOB_ID not in jobs_by_name(resources)
+    stopped = [r for r in resources if r.type == POLICY and "conditionAbsent" in str(r.inputs)]
+    assert "nightly-audit" in stopped[0].inputs["documentation"]["content"]
+
+
+def test_a_job_named_like_the_stacks_audit_job_is_rejected(run, multi_job_config) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[0]["id"] = "dedup-audit"
+    with pytest.raises(ProgramFailed, match=f"{NS}jobs\\[0\\].id: 'dedup-audit' is reserved"):
+        run(jobs=jobs)

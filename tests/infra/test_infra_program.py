@@ -261,8 +261,9 @@ def test_the_handler_knows_the_invoker_by_email_and_by_unique_id(resources) -> N
 def test_one_scheduler_job_per_configured_job(resources) -> None:
     jobs = {job.inputs["name"]: job.inputs for job in resources.of_type(JOB)}
 
-    # The configured jobs, and the stack's audit job (tests/infra/test_infra_audit.py).
-    assert sorted(jobs) == ["hourly-sync", "invoice-export", "nightly-report", "runledger-audit"]
+    # The configured jobs, and the stack's audit job, named from the prefix
+    # (tests/infra/test_infra_audit.py).
+    assert sorted(jobs) == ["dedup-audit", "hourly-sync", "invoice-export", "nightly-report"]
     nightly = jobs["nightly-report"]
     assert nightly["schedule"] == "15 1 * * *"
     assert nightly["timeZone"] == "Europe/Berlin"
@@ -516,7 +517,7 @@ def test_stack_outputs_tell_the_user_what_was_built(resources) -> None:
         "nightly-report",
         "hourly-sync",
         "invoice-export",
-        "runledger-audit",
+        "dedup-audit",
     ]
     assert outputs["runtimeServiceAccount"] == email("runtime")
     assert outputs["invokerServiceAccount"] == email("invoker")

@@ -344,7 +344,7 @@ def test_targets_reach_the_handler_only_through_its_jobs_module(targeted, plain)
         "invoice-export",
         "nightly-report",
         "reindex",
-        "runledger-audit",
+        "dedup-audit",
     ]
     # The Scheduler still calls the handler, never the target API directly.
     for job in targeted.of_type(JOB):

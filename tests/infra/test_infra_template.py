@@ -60,7 +60,7 @@ def test_the_rendered_template_runs(project_copy: Path) -> None:
 
     resources = run_program(project_copy, "dev")
 
-    assert resources.stack_outputs["jobNames"] == ["nightly-report", "runledger-audit"]
+    assert resources.stack_outputs["jobNames"] == ["nightly-report", "dedup-audit"]
     assert resources.stack_outputs["serviceUrl"].endswith(".us-central1.run.app")
     (function,) = resources.of_type("gcp:cloudfunctionsv2/function:Function")
     env = function.inputs["serviceConfig"]["environmentVariables"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 from policy_stack import (
+    FN_URL,
     PROJECT,
     REGION,
     RUN_SERVICE_URL,
@@ -649,3 +650,25 @@ def test_a_log_match_alert_on_the_outcome_counts_as_alerting(stack, check) -> No
 def test_a_stack_without_a_dedup_handler_needs_no_alerting(check) -> None:
     grant = project_grant("demo-grant", "roles/datastore.user")
     assert "dedup-run-alerting" not in {d.policy for d in check([grant])}
+
+
+def test_a_job_calling_an_internal_only_handler_not_at_its_run_app_url_is_reported(
+    stack: list[StackResource], check
+) -> None:
+    # "Restrict network ingress for Cloud Run": Cloud Scheduler reaches an internal-only
+    # service only at its default run.app URL. The function's cloudfunctions.net URL is
+    # one of the handler's own URLs, so the job is paired with it, and told.
+    edit(
+        stack,
+        "nightly-report",
+        lambda p: p["httpTarget"].update(
+            uri=FN_URL, oidcToken={**p["httpTarget"]["oidcToken"], "audience": FN_URL}
+        ),
+    )
+    diagnostics = check(stack)
+
+    (note,) = diagnostics
+    assert (note.policy, note.level) == ("run-handler-ingress-internal", ADVISORY)
+    assert note.urn == find(stack, "nightly-report").urn
+    assert "default run.app URL" in note.message
+    assert f"{FN_URL!r}" in note.message
