@@ -57,6 +57,22 @@ def firestore_db(firestore_emulator: FirestoreEmulator):
     return firestore.Client(project=firestore_emulator.project)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that declare a timeout above the session's run first, in their collected order.
+
+    On parallel workers the session lasts at least as long as its longest test
+    plus whatever ran before it on that worker: a test its author knows to be
+    long (it says so with `@pytest.mark.timeout(...)`) must not start last.
+    """
+    default = float(config.getini("timeout") or 0)
+
+    def runs_later(item: pytest.Item) -> bool:
+        marker = item.get_closest_marker("timeout")
+        return not (marker and marker.args and float(marker.args[0]) > default)
+
+    items.sort(key=runs_later)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     missing = isinstance(report.longrepr, tuple) and MISSING_PREFIX in str(report.longrepr[2])
     if report.skipped and missing:
