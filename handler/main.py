@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import flask
 import functions_framework
@@ -11,9 +12,15 @@ from runledger.app import MAX_BODY_BYTES, App
 from runledger.exceptions import ConfigError
 from runledger.joblog import install as install_job_logging
 
+
+def _request_headers() -> Mapping[str, str] | None:
+    return flask.request.headers if flask.has_request_context() else None
+
+
 # Job code's `logging` (INFO and up) goes to Cloud Logging as structured
-# entries tagged with the run; without this Python drops every INFO record.
-install_job_logging()
+# entries tagged with the run and the request's trace; without this Python
+# drops every INFO record. The stack sets GOOGLE_CLOUD_PROJECT (the trace's project).
+install_job_logging(headers=_request_headers, project=os.environ.get("GOOGLE_CLOUD_PROJECT"))
 
 # Settings and the jobs module are checked here, at start-up, so a bad
 # deployment fails to start, with one line naming the variable, instead of

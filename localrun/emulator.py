@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +25,8 @@ from runledger.facts import DEFAULT_DATABASE
 EMULATOR_MAIN = "com.google.cloud.datastore.emulator.firestore.CloudFirestore"
 JAR_RELATIVE = Path("platform/cloud-firestore-emulator/cloud-firestore-emulator.jar")
 SDK_ROOT_CANDIDATES = (Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/google-cloud-sdk"))
+# Starts tried when the picked port is taken before the emulator binds it.
+_PORT_ATTEMPTS = 5
 INSTALL_HINT = (
     "install the Google Cloud SDK component 'cloud-firestore-emulator' "
     "(Debian: google-cloud-cli-firestore-emulator; SDK: gcloud components install "
@@ -107,17 +108,25 @@ class FirestoreEmulator(ServiceProcess):
                     os.environ[key] = value
 
 
-def _wait_ready(host: str, process: subprocess.Popen[bytes], deadline_s: float) -> bool:
+# Printed once the emulator has bound its port. A "GET /" alone could be answered
+# by another emulator that already holds the port (a parallel test worker's): one
+# started on a taken port keeps running for seconds before it exits with a
+# BindException, so readiness is only believed from this process's own log.
+_RUNNING_LINE = "Dev App Server is now running."
+
+
+def _wait_ready(emulator: FirestoreEmulator, deadline_s: float) -> bool:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        if process.poll() is not None:
+        if not emulator.is_running():
             return False
-        try:
-            with urllib.request.urlopen(f"http://{host}/", timeout=1) as response:
-                if response.read().strip() == b"Ok":
-                    return True
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
+        if _RUNNING_LINE in emulator.log():
+            try:
+                with urllib.request.urlopen(f"{emulator.base_url}/", timeout=1) as response:
+                    if response.read().strip() == b"Ok":
+                        return True
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
         time.sleep(0.1)
     return False
 
@@ -125,19 +134,30 @@ def _wait_ready(host: str, process: subprocess.Popen[bytes], deadline_s: float) 
 def start_emulator(
     project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 60.0
 ) -> FirestoreEmulator:
-    """Start an emulator on 127.0.0.1 and wait until it answers."""
+    """Start an emulator on 127.0.0.1 and wait until it answers.
+
+    Without a `port`, a free one is picked; if another process takes it before
+    the emulator binds it (parallel test workers start emulators at once), the
+    emulator exits and a new port is tried.
+    """
     jar = find_emulator_jar()
-    port = port or free_port()
-    host = f"127.0.0.1:{port}"
+    for attempt in range(1, _PORT_ATTEMPTS + 1):
+        emulator = _spawn_emulator(jar, project, port or free_port())
+        if _wait_ready(emulator, ready_timeout_s):
+            return emulator
+        emulator.stop()
+        if port or attempt == _PORT_ATTEMPTS or "BindException" not in emulator.log():
+            break
+        emulator.log_path.unlink(missing_ok=True)
+    raise RuntimeError(
+        f"Firestore emulator did not become ready on {emulator.host} "
+        f"(log kept: {emulator.log_path}):\n{emulator.log()[-2000:]}"
+    )
+
+
+def _spawn_emulator(jar: Path, project: str, port: int) -> FirestoreEmulator:
     process, log_path = spawn(
         ["java", "-cp", str(jar), EMULATOR_MAIN, "start", "--host=127.0.0.1", f"--port={port}"],
         "firestore-emulator-",
     )
-    emulator = FirestoreEmulator(process, log_path, host=host, project=project)
-    if not _wait_ready(host, process, ready_timeout_s):
-        emulator.stop()
-        raise RuntimeError(
-            f"Firestore emulator did not become ready on {host} (log kept: {log_path}):\n"
-            f"{emulator.log()[-2000:]}"
-        )
-    return emulator
+    return FirestoreEmulator(process, log_path, host=f"127.0.0.1:{port}", project=project)

@@ -4,6 +4,11 @@ Tests that need Firestore take the `firestore_db` fixture (an empty database,
 a client pointed at the emulator). If the emulator is not installed they are
 skipped with a loud reason, the session ends with a banner naming them, and
 the exit status is non-zero: a missing emulator never looks like a clean pass.
+
+`make test` runs the suite on several pytest-xdist workers. Each worker is its
+own process, so the session fixture gives each its own emulator on its own
+port; the controller process collects every worker's reports, so the banner
+and the exit status above come out once, from it, as in a serial run.
 """
 
 from __future__ import annotations
@@ -22,9 +27,15 @@ from localrun.process import LOG_DIR_ENV
 MISSING_PREFIX = "FIRESTORE EMULATOR MISSING"
 _missing_tests: list[str] = []
 # Every emulator and handler log of the session goes here: removed after a
-# clean run, named in the summary otherwise.
-_SERVICE_LOGS = Path(tempfile.mkdtemp(prefix="dedup-test-logs-"))
-os.environ[LOG_DIR_ENV] = str(_SERVICE_LOGS)
+# clean run, named in the summary otherwise. Workers start with the
+# controller's environment, so they write into the controller's directory and
+# only the controller, which sees the session's outcome, removes it.
+_CONTROLLER_LOGS = bool(os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(LOG_DIR_ENV))
+if _CONTROLLER_LOGS:
+    _SERVICE_LOGS = Path(os.environ[LOG_DIR_ENV])
+else:
+    _SERVICE_LOGS = Path(tempfile.mkdtemp(prefix="dedup-test-logs-"))
+    os.environ[LOG_DIR_ENV] = str(_SERVICE_LOGS)
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +57,22 @@ def firestore_db(firestore_emulator: FirestoreEmulator):
     return firestore.Client(project=firestore_emulator.project)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that declare a timeout above the session's run first, in their collected order.
+
+    On parallel workers the session lasts at least as long as its longest test
+    plus whatever ran before it on that worker: a test its author knows to be
+    long (it says so with `@pytest.mark.timeout(...)`) must not start last.
+    """
+    default = float(config.getini("timeout") or 0)
+
+    def runs_later(item: pytest.Item) -> bool:
+        marker = item.get_closest_marker("timeout")
+        return not (marker and marker.args and float(marker.args[0]) > default)
+
+    items.sort(key=runs_later)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     missing = isinstance(report.longrepr, tuple) and MISSING_PREFIX in str(report.longrepr[2])
     if report.skipped and missing:
@@ -64,6 +91,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _missing_tests and session.exitstatus == 0:
         session.exitstatus = 1
+    if _CONTROLLER_LOGS:
+        return
     # The session's services are stopped by now; their logs only matter after a failure.
     if session.exitstatus == 0 or not any(_SERVICE_LOGS.iterdir()):
         shutil.rmtree(_SERVICE_LOGS, ignore_errors=True)

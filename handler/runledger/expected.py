@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.schedules import JobSchedule
 
@@ -73,6 +71,8 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
     zone = job.zone
     first = start.astimezone(zone).replace(tzinfo=None) - _MAX_OFFSET_CHANGE
     last = end.astimezone(zone).replace(tzinfo=None) + _MAX_OFFSET_CHANGE
+    from croniter import croniter  # only the audit lists times: off a delivery's imports
+
     walls = croniter(job.schedule, first)  # naive: pure wall-clock matching
     runs: list[ExpectedRun] = []
     while (wall := walls.get_next(datetime)) <= last:
@@ -93,6 +93,8 @@ def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> in
     window's partial hours at its ends, and `_MAX_OFFSET_CHANGE` to a
     daylight-saving change (skipped wall times are no runs, repeated ones one).
     """
+    from croniter import croniter  # only the audit lists times: off a delivery's imports
+
     minutes, hours, days, months, weekdays = croniter(job.schedule).expanded
     if days != ["*"] or months != ["*"]:
         return 0

@@ -7,15 +7,44 @@ example jobs a team replaces.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import requests
 
-from localrun.handler_server import start_handler
+from localrun.handler_server import HANDLER_DIR, REPO_ROOT, start_handler
 from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers, start_main
 
 RECENT = "2026-10-16T12:00:00Z"
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+# Only the audit (croniter), the operator CLI and the proxy targets (Run and
+# Workflows clients) need these; every cold start of a delivery would pay them.
+NOT_ON_A_DELIVERY = (
+    "croniter",
+    "google.cloud.logging",
+    "google.cloud.logging_v2",
+    "google.cloud.scheduler",
+    "google.cloud.scheduler_v1",
+    "google.cloud.workflows",
+    "google.cloud.run",
+    "google.cloud.run_v2",
+    "runledger.ops",
+    "runledger.ledgerops",
+    "runledger.targets",
+)
+# A fresh interpreter loads the entry point as functions-framework does and
+# answers one delivery of a job that logs; it prints what it imported.
+FIRST_DELIVERY = """
+import json, sys
+from functions_framework import create_app
+app = create_app("handle_scheduled_job", "main.py")
+answer = app.test_client().post("/", headers=json.loads(sys.argv[1]), data=b"{}")
+print(json.dumps({"status": answer.status_code, "body": answer.get_json(),
+                  "modules": sorted(sys.modules)}))
+"""
 
 
 @pytest.fixture
@@ -41,8 +70,11 @@ def test_served_handler_completes_once_then_answers_duplicates(server, firestore
     assert [doc["status"] for doc in documents] == ["completed"]
 
 
-def test_job_logging_reaches_stdout_as_one_structured_entry_per_line_with_its_run(server):
+def test_job_logging_reaches_stdout_as_one_structured_entry_per_line_with_its_run(
+    server, firestore_emulator
+):
     headers = dict(scheduler_headers(job="machinery-logs", schedule_time=RECENT))
+    headers["traceparent"] = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
     answer = requests.post(server.url, headers=headers, data=b"{}", timeout=30)
     assert answer.status_code == 200
     entries = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
@@ -57,6 +89,10 @@ def test_job_logging_reaches_stdout_as_one_structured_entry_per_line_with_its_ru
         assert job_line[field] == handler_line[field]
     assert job_line["job"] == "machinery-logs"
     assert job_line["logging.googleapis.com/labels"]["python_logger"] == machinery_jobs.MODULE
+    # Under the request's trace, in the project the stack sets as GOOGLE_CLOUD_PROJECT.
+    trace = f"projects/{firestore_emulator.project}/traces/{TRACE_ID}"
+    assert job_line["logging.googleapis.com/trace"] == trace
+    assert job_line["logging.googleapis.com/sourceLocation"]["function"] == "machinery_logs"
 
 
 def test_served_handler_refuses_get_and_unknown_jobs(server):
@@ -74,3 +110,34 @@ def test_bad_setting_stops_start_up_with_one_line_naming_the_variable():
         "handler configuration error: DEDUP_LEASE_SECONDS: 'soon' is not a positive "
         "whole number of seconds"
     )
+
+
+def test_a_first_delivery_imports_nothing_only_the_audit_ops_or_proxy_targets_need(
+    firestore_emulator,
+):
+    firestore_emulator.clear()
+    headers = json.dumps(dict(scheduler_headers(job="machinery-logs", schedule_time=RECENT)))
+    env = os.environ | firestore_emulator.env() | {"PYTHONWARNINGS": "ignore"}
+    env |= {
+        "DEDUP_RETENTION_SECONDS": str(3650 * 86400),
+        "DEDUP_JOBS_MODULE": machinery_jobs.MODULE,
+        "PYTHONPATH": os.pathsep.join([str(HANDLER_DIR), str(REPO_ROOT)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_DELIVERY, headers],
+        cwd=HANDLER_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["body"]["outcome"]) == (200, "completed")
+    assert "google.cloud.firestore" in result["modules"]  # it did reach the ledger
+    loaded = [
+        module
+        for module in result["modules"]
+        if any(module == name or module.startswith(f"{name}.") for name in NOT_ON_A_DELIVERY)
+    ]
+    assert loaded == []

@@ -80,15 +80,19 @@ def write_stack(project_dir: Path, stack: str, config: dict[str, Any]) -> None:
     (project_dir / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
 
 
-@pytest.fixture
-def project_copy(tmp_path: Path) -> Path:
+def copy_project(directory: Path) -> Path:
     """A copy of the Pulumi project (Pulumi.yaml, infra/) with a stand-in handler."""
-    target = tmp_path / "project"
+    target = directory / "project"
     target.mkdir()
     shutil.copy2(REPO / "Pulumi.yaml", target / "Pulumi.yaml")
     shutil.copytree(REPO / "infra", target / "infra", ignore=shutil.ignore_patterns("__pycache__"))
     write_handler(target / "handler", HANDLER_FILES)
     return target
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    return copy_project(tmp_path)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ The program runs with preview off, so every `apply` runs and computed values
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,11 @@ from offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
     ProgramFailed,
+    ProgramResources,
     mock_project_number,
     run_program,
 )
+from tests.infra.conftest import MULTI_JOB_CONFIG, copy_project, write_stack
 
 PROJECT = "dedup-test-project"
 REGION = "europe-west3"
@@ -44,9 +47,21 @@ IAM_TYPES = (
 )
 
 
+@pytest.fixture(scope="module")
+def multi_job_run(tmp_path_factory: pytest.TempPathFactory) -> ProgramResources:
+    """One run of the program for the multi-job stack, shared by the tests that only read it.
+
+    The program is deterministic under mocks, and one run costs seconds of CPU;
+    each test gets its own deep copy (`resources`), so none can see another's edits.
+    """
+    project = copy_project(tmp_path_factory.mktemp("multi-job"))
+    write_stack(project, "test", copy.deepcopy(MULTI_JOB_CONFIG))
+    return run_program(project, "test")
+
+
 @pytest.fixture
-def resources(make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]):
-    return run_program(make_stack(multi_job_config), "test")
+def resources(multi_job_run: ProgramResources) -> ProgramResources:
+    return copy.deepcopy(multi_job_run)
 
 
 def only(resources: list[CapturedResource], type_: str) -> CapturedResource:
