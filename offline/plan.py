@@ -24,6 +24,7 @@ from typing import Any
 
 import pulumi
 
+from offline.event_loops import close_leftover_loops
 from offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
@@ -222,6 +223,13 @@ def summary_line(resources: Sequence[CapturedResource], stack: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        close_leftover_loops()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
     parser.add_argument(

@@ -41,6 +41,7 @@ from pulumi_policy import EnforcementLevel
 
 from offline.analyzer import Diagnostic, evaluate
 from offline.errors import CheckError
+from offline.event_loops import close_leftover_loops
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 from offline.policy_config import parse_policy_config
 from offline.stack_file import StackFileError, choose_stack, read_project_name
@@ -162,6 +163,13 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        close_leftover_loops()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except CheckError as exc:
