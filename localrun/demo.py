@@ -378,21 +378,16 @@ def _run_audit(
 
 
 def _keep(
-    say: _Printer,
     emulator: FirestoreEmulator,
     handler: Any,
     workdir: Path,
     env: dict[str, str],
     job: SimJob,
     results: Sequence[RunResult],
-) -> None:
-    """Leave the emulator and the handler running; say how to use and stop them."""
+) -> str:
+    """Record the emulator and the handler as left running; returns how to use and stop them."""
     from localrun import demo_keep
 
-    latest = max(
-        r.plan.schedule_time for r in results if r.plan.job == job.id and not r.plan.manual
-    )
-    curl = curl_command(handler.url, job.id, latest.strftime("%Y-%m-%dT%H:%M:%SZ"), job.headers)
     state = KeptDemo(
         (
             KeptProcess("Firestore emulator", emulator.process.pid, str(emulator.log_path)),
@@ -402,8 +397,14 @@ def _keep(
         handler.url,
     )
     demo_keep.save(state, {**emulator.env(), **env})
-    say()
-    say(kept_message({**emulator.env(), **env}, curl))
+    # A run the demo delivered: sent again by hand, it is answered without running twice.
+    latest = max(
+        (r.plan.schedule_time for r in results if r.plan.job == job.id and not r.plan.manual),
+        default=datetime.now(UTC).replace(second=0, microsecond=0),
+    )
+    stamp = latest.strftime("%Y-%m-%dT%H:%M:%SZ")
+    curl = curl_command(handler.url, job.id, stamp, job.headers, job.body)
+    return kept_message({**emulator.env(), **env}, curl)
 
 
 def run_demo(
@@ -526,6 +527,9 @@ def run_demo(
                 started_emulator.stop()
                 started_emulator.log_path.unlink(missing_ok=True)
             shutil.rmtree(workdir, ignore_errors=True)
+    if kept and handler is not None and started_emulator is not None:
+        # Saved before anything else can fail, so `make demo-stop` always finds them.
+        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs[0], results)
     job_logs = format_job_logs(handler.log().splitlines()) if own and handler else None
     if handler is not None and invariant.holds and not kept:
         handler.log_path.unlink(missing_ok=True)
@@ -535,8 +539,9 @@ def run_demo(
     _print_report(say, results, invariant, None if audit is None else format_audit(audit, env.env))
     if job_logs is not None:
         say(job_logs)
-    if kept and handler is not None and started_emulator is not None:
-        _keep(say, started_emulator, handler, workdir, env.env, jobs[0], results)
+    if kept:
+        say()
+        say(keep_message)
     settings = {
         "stack": options.stack,
         "seed": options.seed,

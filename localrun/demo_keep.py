@@ -2,9 +2,10 @@
 
 After a kept demo the ledger it wrote stays in the emulator and the handler
 keeps serving, so the operator CLI (`make ops`) and hand-sent deliveries work
-on it. What was left running is written to STATE_PATH (process groups, the
+on it. What was left running is written to demo-keep.json (process groups, the
 demo's work directory and logs) and the variables the handler runs with to
-ENV_PATH, so `. .localrun/demo.env` gives a shell the same settings. The stop
+demo.env, both in .localrun/ ($DEMO_KEEP_DIR when set), so `. .localrun/demo.env`
+gives a shell the same settings. The stop
 command ends both process groups and removes all of it; a second kept demo
 refuses to start while one is still running.
 """
@@ -21,13 +22,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 from runledger.facts import JOB_HEADER, SCHEDULE_HEADER
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STATE_DIR = REPO_ROOT / ".localrun"
-STATE_PATH = STATE_DIR / "demo-keep.json"
-ENV_PATH = STATE_DIR / "demo.env"
+STATE_DIR_ENV = "DEMO_KEEP_DIR"
 STOP_COMMAND = "make demo-stop"
 # SIGTERM first; what is still alive after this long gets SIGKILL.
 STOP_GRACE_S = 10.0
@@ -54,6 +54,19 @@ class KeepError(Exception):
     """A kept demo cannot be started or stopped; the message is one line for the user."""
 
 
+def _state_dir() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or REPO_ROOT / ".localrun")
+
+
+def state_path() -> Path:
+    return _state_dir() / "demo-keep.json"
+
+
+def env_path() -> Path:
+    """The exports of a kept demo, for `. .localrun/demo.env` in a shell."""
+    return _state_dir() / "demo.env"
+
+
 def _alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -66,11 +79,11 @@ def _alive(pgid: int) -> bool:
 
 def read_state() -> KeptDemo | None:
     try:
-        data = json.loads(STATE_PATH.read_text(encoding="utf-8"))
+        data = json.loads(state_path().read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise KeepError(f"{STATE_PATH}: unreadable ({exc}); remove it") from None
+        raise KeepError(f"{state_path()}: unreadable ({exc}); remove it") from None
     return KeptDemo(
         tuple(KeptProcess(**p) for p in data["processes"]), data["workdir"], data["handler_url"]
     )
@@ -93,10 +106,10 @@ def exports(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def save(state: KeptDemo, env: Mapping[str, str]) -> None:
-    STATE_DIR.mkdir(exist_ok=True)
-    STATE_PATH.write_text(json.dumps(asdict(state), indent=1) + "\n", encoding="utf-8")
+    _state_dir().mkdir(parents=True, exist_ok=True)
+    state_path().write_text(json.dumps(asdict(state), indent=1) + "\n", encoding="utf-8")
     lines = [f"export {name}={shlex.quote(value)}" for name, value in exports(env).items()]
-    ENV_PATH.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env_path().write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def curl_command(
@@ -117,7 +130,7 @@ def kept_message(env: Mapping[str, str], curl: str) -> str:
     lines = ["kept running: the Firestore emulator and the handler. In a shell:"]
     lines += [f"  export {name}={shlex.quote(value)}" for name, value in exports(env).items()]
     lines += [
-        f"  (or: . {ENV_PATH.relative_to(REPO_ROOT)})",
+        f"  (or: . {_shown(env_path())})",
         "then:",
         '  make ops ARGS="list"          the runs the demo left in the ledger',
         '  make ops ARGS="audit"         the audit over the same ledger',
@@ -129,7 +142,11 @@ def kept_message(env: Mapping[str, str], curl: str) -> str:
     return "\n".join(lines)
 
 
-def stop(out=sys.stdout) -> int:
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def stop(out: TextIO = sys.stdout) -> int:
     """End every process group a kept demo left running and remove its files."""
     state = read_state()
     if state is None:
@@ -151,8 +168,8 @@ def stop(out=sys.stdout) -> int:
     shutil.rmtree(state.workdir, ignore_errors=True)
     for process in state.processes:
         Path(process.log_path).unlink(missing_ok=True)
-    STATE_PATH.unlink(missing_ok=True)
-    ENV_PATH.unlink(missing_ok=True)
+    state_path().unlink(missing_ok=True)
+    env_path().unlink(missing_ok=True)
     names = " and ".join(p.name for p in state.processes)
     print(f"stopped the kept demo's {names}", file=out)
     return 0

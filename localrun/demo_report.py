@@ -279,14 +279,15 @@ def format_job_logs(lines: Iterable[str], limit: int = 8) -> str | None:
             entry = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(entry, dict) or "message" not in entry or "run_key" not in entry:
+        fields = ("message", "run_key", "job", "schedule_time", "attempt_id")
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
             continue
         logger = entry.get("logging.googleapis.com/labels", {}).get("python_logger", "")
         if logger.split(".")[0] in _MACHINERY_LOGGERS:
             continue
         found.append(
             f"  {entry['job']} {entry['schedule_time']} run {entry['run_key'][:12]} "
-            f"attempt {entry['attempt_id'][:8]} {entry['severity']}: {entry['message']}"
+            f"attempt {entry['attempt_id'][:8]} {entry.get('severity', '')}: {entry['message']}"
         )
     if not found:
         return None
