@@ -1,5 +1,7 @@
 # Every target sets up what it needs on a fresh clone: the first run creates
-# .venv from the pinned requirements, later runs reuse it.
+# .venv from the pinned requirements, later runs reuse it. The stamp records the
+# directory the venv was built for: its editable install points there, so a
+# .venv copied along with the repository (cp -r) is rebuilt, not reused.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,27 +9,40 @@ STAMP := $(VENV)/.installed
 REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
 
 DIR ?= .
-STACK ?= example
+# Empty: the only Pulumi.<stack>.yaml in DIR (with several, the tools list them and stop).
+STACK ?=
 # Optional: a --policy-pack-config JSON file, as `pulumi preview` takes it.
 POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test lint plan policy-check demo bench ops clean
+.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench ops copy clean
 
 help:
-	@echo "make demo          run the example schedule locally (emulator + handler + Scheduler simulator)"
+	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
+	@echo "make demo ARGS=--keep  ... and leave emulator and handler running; make demo-stop ends them"
 	@echo "make test          lint + the whole test suite against the Firestore emulator"
+	@echo "make test-jobs     only your jobs' tests (tests/test_jobs.py)"
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
+	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
+	@echo "make copy DEST=../my-schedules  a clean copy of this template (tracked files only)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(CURDIR))
+$(STAMP): FORCE
+endif
+
+FORCE:
+
 $(STAMP): $(REQUIREMENTS) pyproject.toml
+	@if [ -d $(VENV) ] && [ "$$(cat $(STAMP) 2>/dev/null)" != "$(CURDIR)" ]; then \
+	  echo "$(VENV) was not built for $(CURDIR) (it is a copy); rebuilding it"; rm -rf $(VENV); fi
 	@echo "creating $(VENV) and installing the pinned requirements ($(REQUIREMENTS)); the first time takes a minute or two"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	touch $(STAMP)
+	echo "$(CURDIR)" > $(STAMP)
 
 venv: $(STAMP)
 
@@ -42,17 +57,33 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest -n 4
 
+# The tests of your jobs only: tests/test_jobs.py (and any tests/test_jobs_*.py you add).
+test-jobs: $(STAMP)
+	$(PY) -m pytest -q $(wildcard tests/test_jobs.py tests/test_jobs_*.py)
+
 plan: $(STAMP)
-	$(PY) -m offline.plan --dir $(DIR) --stack $(STACK) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
+	$(PY) -m offline.plan --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
 
 # make exits 2 whenever a recipe fails; its "Error N" line keeps the check's own status
 # (1 mandatory violation, 2 tool or program failure). CI that needs that status as the
 # exit code runs the command itself: .venv/bin/python -m offline.policy_check ...
 policy-check: $(STAMP)
-	$(PY) -m offline.policy_check --dir $(DIR) --stack $(STACK) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
+	$(PY) -m offline.policy_check --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
+
+# Every stack file of DIR, one check each; fails if any of them fails.
+policy-check-all: $(STAMP)
+	@stacks="$$($(PY) -m offline.stack_file --dir $(DIR))" || exit 2; \
+	test -n "$$stacks" || { echo "error: no Pulumi.<stack>.yaml in $(DIR)" >&2; exit 2; }; \
+	status=0; for stack in $$stacks; do \
+	  $(PY) -m offline.policy_check --dir $(DIR) --stack $$stack $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV)) || status=1; \
+	done; exit $$status
 
 demo: $(STAMP)
 	$(PY) -m localrun.demo $(ARGS)
+
+# Stops what `make demo ARGS=--keep` left running (the emulator and the handler).
+demo-stop: $(STAMP)
+	$(PY) -m localrun.demo_keep stop
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
@@ -61,6 +92,17 @@ bench: $(STAMP)
 # says nothing about the command, so only that warning is silenced.
 ops: $(STAMP)
 	cd handler && ../$(PY) -W "ignore:You are using a Python version:FutureWarning" -m runledger.ops $(ARGS)
+
+# A copy that is yours: the files git tracks (and new unignored ones), without
+# .venv, caches, build output or the original's git history. Then, in DEST:
+# git init, remove Pulumi.example.yaml, add your stack and jobs (docs/deploy.md).
+copy:
+	@test -n "$(DEST)" || { echo "error: name the new directory: make copy DEST=../my-schedules" >&2; exit 2; }
+	@test ! -e "$(DEST)" || { echo "error: $(DEST) already exists" >&2; exit 2; }
+	@git rev-parse --git-dir >/dev/null 2>&1 || { echo "error: make copy needs a git clone of the template" >&2; exit 2; }
+	mkdir -p "$(DEST)"
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$(DEST)"
+	@echo "copied to $(DEST); next: cd $(DEST) && git init && git add -A && git commit -m 'From the template'"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

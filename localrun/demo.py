@@ -1,13 +1,18 @@
-"""`make demo`: the example stack's deduplicated schedule, running locally in one command.
+"""`make demo`: the stack's deduplicated schedule, running locally in one command.
 
 Starts the official Firestore emulator and the real handler (functions-framework
 on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
 window of each job's scheduled runs in compressed time, and then delivers the
 handler's audit job, which accounts for every scheduled time (and with
 --catch-up finishes the runs Scheduler gave up on). It prints a line per run,
-a table per job, the audit's findings and the invariant, and exits 1 if the
-invariant does not hold, 2 on a usage error. Everything it starts is stopped
-when it ends, also on Ctrl-C.
+a table per job, the audit's findings and the invariant, ends on one verdict
+line, and exits 1 if the invariant does not hold, 2 on a usage error.
+
+The work is the stack's own jobs from handler/jobs.py when that module defines
+every job id of the stack, else (or with --demo-jobs) built-in demonstration
+work; either way the simulator injects the same delays and failures around it.
+Everything it starts is stopped when it ends, also on Ctrl-C, unless --keep
+leaves the emulator and the handler running for `make ops` (`localrun.demo_keep`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -38,14 +44,24 @@ from localrun.demo_audit import (
     settled_by,
 )
 from localrun.demo_invariant import Invariant, check_invariant
+from localrun.demo_keep import (
+    KeepError,
+    KeptDemo,
+    KeptProcess,
+    curl_command,
+    kept_message,
+    refuse_if_running,
+)
 from localrun.demo_pause import Pause, pause_midway, pause_problems, paused_schedules
 from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
 from localrun.demo_report import (
     WAITED_OUTCOMES,
     format_invariant,
+    format_job_logs,
     format_legend,
     format_misbehaviour,
     format_table,
+    format_verdict,
     job_stats,
     json_report,
     misbehaviour,
@@ -57,6 +73,8 @@ from localrun.demo_stack import (
     StackError,
     handler_env,
     load_stack,
+    own_jobs,
+    resolve_stack,
     sim_jobs,
     speedups,
 )
@@ -96,13 +114,16 @@ class DemoError(Exception):
 
 @dataclass(frozen=True)
 class DemoOptions:
-    stack: str = "example"
+    stack: str | None = None  # None: the project's only stack file
     runs: int = 8
     seed: int = 7
     json_path: Path | None = None
     project_dir: Path | None = None
     without_dedup: bool = False
     catch_up: bool = False
+    demo_jobs: bool = False  # the built-in demonstration work even where the stack's jobs exist
+    keep: bool = False  # leave the emulator and the handler running (localrun.demo_keep)
+    verbose: bool = False  # list every handler setting the demo changes
 
 
 def _parse(argv: Sequence[str] | None) -> DemoOptions:
@@ -114,7 +135,12 @@ def _parse(argv: Sequence[str] | None) -> DemoOptions:
     )
     parser.add_argument("--runs", type=int, default=8, help="scheduled runs per job (default 8)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the misbehaviour (default 7)")
-    parser.add_argument("--stack", default="example", help="stack name: Pulumi.<stack>.yaml")
+    parser.add_argument(
+        "--stack", default=None, help="stack name: Pulumi.<stack>.yaml (default: the only one)"
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="directory holding Pulumi.yaml (default: this repo)"
+    )
     parser.add_argument("--json", type=Path, dest="json_path", help="also write the report here")
     parser.add_argument(
         "--without-dedup",
@@ -126,18 +152,37 @@ def _parse(argv: Sequence[str] | None) -> DemoOptions:
         action="store_true",
         help="set catchUp on every job: the audit runs the missed and released runs itself",
     )
+    parser.add_argument(
+        "--demo-jobs",
+        action="store_true",
+        help="run the built-in demonstration work instead of the stack's jobs from handler/jobs.py",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the emulator and the handler running for make ops; make demo-stop ends them",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="list every handler setting the demo changes"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.runs <= MAX_RUNS:
         parser.error(f"--runs must be between 1 and {MAX_RUNS}")
     if args.catch_up and args.without_dedup:
         parser.error("--catch-up needs the ledger; it cannot go with --without-dedup")
+    if args.keep and args.without_dedup:
+        parser.error("--keep leaves the ledger running; it cannot go with --without-dedup")
     return DemoOptions(
         args.stack,
         args.runs,
         args.seed,
         args.json_path,
+        project_dir=args.dir,
         without_dedup=args.without_dedup,
         catch_up=args.catch_up,
+        demo_jobs=args.demo_jobs,
+        keep=args.keep,
+        verbose=args.verbose,
     )
 
 
@@ -255,8 +300,9 @@ def _print_setup(
     speedup: dict[str, float],
     notes: Sequence[str],
     runs: int,
+    work: str,
 ) -> None:
-    """What will be replayed, how time is compressed, and every handler setting changed."""
+    """What will be replayed, how time is compressed, and (--verbose) every setting changed."""
     say(
         f"stack {options.stack!r}, seed {options.seed}: the last {options.runs} scheduled runs "
         f"of each job before now, plus forced runs ({runs} runs)"
@@ -272,6 +318,13 @@ def _print_setup(
             f"x{speedup[job.id]:<4.0f} deadline {job.attempt_deadline_s * speedup[job.id]:.0f}s"
             f" -> {job.attempt_deadline_s:.2f}s, {job.retry.retry_count} retries"
         )
+    say(f"work: {work}")
+    if not options.verbose:
+        say(
+            f"{len(notes)} handler settings differ from the deployed ones (time compressed); "
+            "--verbose lists them"
+        )
+        return
     say("handler settings changed for the demo:")
     for note in notes:
         say(f"  {note}")
@@ -287,7 +340,7 @@ def _print_report(
     say(format_misbehaviour(misbehaviour(results, invariant)))
     if audit is not None:
         say(audit)
-    say(format_invariant(invariant))
+    say(format_invariant(invariant, audited=audit is not None))
 
 
 def _run_audit(
@@ -343,6 +396,36 @@ def _run_audit(
     return outcome, late_results
 
 
+def _keep(
+    emulator: FirestoreEmulator,
+    handler: Any,
+    workdir: Path,
+    env: dict[str, str],
+    job: SimJob,
+    results: Sequence[RunResult],
+) -> str:
+    """Record the emulator and the handler as left running; returns how to use and stop them."""
+    from localrun import demo_keep
+
+    state = KeptDemo(
+        (
+            KeptProcess("Firestore emulator", emulator.process.pid, str(emulator.log_path)),
+            KeptProcess("handler", handler.process.pid, str(handler.log_path)),
+        ),
+        str(workdir),
+        handler.url,
+    )
+    demo_keep.save(state, {**emulator.env(), **env})
+    # A run the demo delivered: sent again by hand, it is answered without running twice.
+    latest = max(
+        (r.plan.schedule_time for r in results if r.plan.job == job.id and not r.plan.manual),
+        default=datetime.now(UTC).replace(second=0, microsecond=0),
+    )
+    stamp = latest.strftime("%Y-%m-%dT%H:%M:%SZ")
+    curl = curl_command(handler.url, job.id, stamp, job.headers, job.body)
+    return kept_message({**emulator.env(), **env}, curl)
+
+
 def run_demo(
     options: DemoOptions,
     config: ScheduleConfig,
@@ -371,6 +454,12 @@ def run_demo(
         WorkPlan(tuple(j.id for j in jobs), {p.label: p.script for p in plans}, Step(0.05)),
     )
     audit_since = replayed_since(jobs, now, options.runs)
+    if options.demo_jobs or options.without_dedup:
+        own = None
+        work = "the built-in demonstration jobs" + (" (--demo-jobs)" if options.demo_jobs else "")
+    else:
+        found = own_jobs(config)
+        own, work = found.module, found.reason
     env = handler_env(
         config,
         speedup,
@@ -379,6 +468,7 @@ def run_demo(
         files,
         audit_since=audit_since,
         catch_up=options.catch_up,
+        own_module=own,
     )
     if pause is not None:
         env = replace(
@@ -396,11 +486,12 @@ def run_demo(
     # The stack "was deployed" before the oldest run the demo replays.
     deployed = min([plan.schedule_time for plan in plans if not plan.manual] + [audit_since])
 
-    _print_setup(say, options, jobs, speedup, env.notes, len(plans))
+    _print_setup(say, options, jobs, speedup, env.notes, len(plans), work)
 
     started_emulator = None
     handler = None
     audit: AuditOutcome | None = None
+    kept = False
     try:
         if options.without_dedup:
             say("starting a handler WITHOUT a run ledger (--without-dedup) ...")
@@ -465,24 +556,36 @@ def run_demo(
         invariant = check_invariant(results, read_events(events_path))
         if audit is not None:
             invariant = replace(invariant, audit_problems=audit.problems)
+        kept = options.keep and started_emulator is not None
     finally:
-        if handler is not None:
-            handler.stop()
-        if started_emulator is not None:
-            started_emulator.stop()
-            started_emulator.log_path.unlink(missing_ok=True)
-        shutil.rmtree(workdir, ignore_errors=True)
-    if handler is not None and invariant.holds:
+        if not kept:
+            if handler is not None:
+                handler.stop()
+            if started_emulator is not None:
+                started_emulator.stop()
+                started_emulator.log_path.unlink(missing_ok=True)
+            shutil.rmtree(workdir, ignore_errors=True)
+    if kept and handler is not None and started_emulator is not None:
+        # Saved before anything else can fail, so `make demo-stop` always finds them.
+        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs[0], results)
+    job_logs = format_job_logs(handler.log().splitlines()) if own and handler else None
+    if handler is not None and invariant.holds and not kept:
         handler.log_path.unlink(missing_ok=True)
     elif handler is not None:
-        say(f"handler log kept: {handler.log_path}")
+        say(f"handler log{' kept' if not kept else ''}: {handler.log_path}")
 
     _print_report(say, results, invariant, None if audit is None else format_audit(audit, env.env))
+    if job_logs is not None:
+        say(job_logs)
+    if kept:
+        say()
+        say(keep_message)
     settings = {
         "stack": options.stack,
         "seed": options.seed,
         "runs_per_job": options.runs,
         "catch_up": options.catch_up,
+        "work": work,
         "started": now.isoformat(),
         "speedup": speedup,
         "handler_notes": list(env.notes),
@@ -490,16 +593,25 @@ def run_demo(
     report = json_report(settings, results, invariant)
     if audit is not None:
         report["audit"] = audit.to_json()
+    # Printed last, by `main`, after any other line.
+    report["verdict"] = format_verdict(results, invariant, audit is not None)
     return invariant, report
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     from localrun.emulator import EmulatorMissing
 
+    # google.api_core warns at import that it will drop this Python in 2027: nothing
+    # the demo's reader can act on, so only that warning is silenced (as for `make ops`).
+    warnings.filterwarnings("ignore", "You are using a Python version", FutureWarning)
     options = _parse(argv)
+    project_dir = options.project_dir or REPO_ROOT
     try:
-        config = load_stack(options.stack, options.project_dir or REPO_ROOT)
-    except StackError as exc:
+        options = replace(options, stack=resolve_stack(options.stack, project_dir))
+        config = load_stack(options.stack, project_dir)
+        if options.keep:
+            refuse_if_running()
+    except (StackError, KeepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -528,6 +640,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             print(f"error: cannot write {options.json_path}: {exc.strerror}", file=sys.stderr)
             return 2
         print(f"report written to {options.json_path}", file=out)
+    print(report["verdict"], file=out)
     return 0 if invariant.holds else 1
 
 

@@ -231,9 +231,14 @@ def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
     if audit.summary is not None:
         s = audit.summary
         lines.append(
-            f"  look-back {lookback_h:.1f} h, {s['jobs']} jobs: {s['checked']} scheduled runs "
-            f"checked, {s['pending']} pending, {s['reads']} document reads, "
-            f"{s['findings']} finding(s), {s['caught_up']} caught up"
+            f"  look-back {lookback_h:.1f} h, {s['jobs']} jobs: {s['checked']} scheduled times "
+            f"in it checked against the ledger, {s['pending']} still inside their retry window, "
+            f"{s['reads']} document reads, {s['findings']} finding(s), "
+            f"{s['caught_up']} caught up"
+        )
+        lines.append(
+            "  (the other runs are older than the look-back or forced runs, which have no "
+            "scheduled time; retries and duplicates are more deliveries of the same runs)"
         )
         for paused in s.get("paused_jobs", []):
             lines.append(f"  paused    {paused['job']:<36} not run, not a finding (no page)")

@@ -6,6 +6,12 @@ simulator wrote), looks up how long this execution of the run takes and
 whether it fails, and logs every execution's start and end to the execution
 log. That log is the demo's ground truth: the invariant counts executions
 there, not in the ledger the handler keeps.
+
+When the demo runs the stack's own jobs (the default when the stack's job ids
+are all defined in handler/jobs.py), OWN_JOBS_ENV names that module: after the
+planned duration and the injected failure, each execution calls the team's
+function with the run's context, so its log lines, checkpoints and outputs are
+the team's own, and an execution that succeeds is one that ran the team's code.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pathlib import Path
 from localrun.demo_plan import (
     EVENTS_ENV,
     OUTAGE_OVER_ENV,
+    OWN_JOBS_ENV,
     PLAN_ENV,
     WARMUP_JOB,
     ExecutionEvent,
@@ -27,8 +34,9 @@ from localrun.demo_plan import (
     read_plan,
     run_label,
 )
-from runledger import Jobs, RunContext
+from runledger import Jobs, RunContext, TerminalJobError
 from runledger.exceptions import LeaseLost
+from runledger.jobs import JobFn, load_jobs
 
 # Long work checks its lease this often, as real jobs should between steps.
 _LEASE_CHECK_S = 0.1
@@ -49,7 +57,9 @@ def _paths() -> tuple[Path, Path, Path]:
         raise RuntimeError(f"localrun.demo_jobs needs {exc.args[0]}; run it via make demo") from exc
 
 
-def _work(plan: WorkPlan, events_path: Path, outage_over: Path, ctx: RunContext) -> None:
+def _work(
+    plan: WorkPlan, events_path: Path, outage_over: Path, ctx: RunContext, own: JobFn | None
+) -> None:
     label = run_label(ctx.job_name, ctx.schedule_time, ctx.manual)
     # Which execution of this run is this one? Counted in the log, not the ledger.
     index = count_starts(read_events(events_path), label)
@@ -72,15 +82,27 @@ def _work(plan: WorkPlan, events_path: Path, outage_over: Path, ctx: RunContext)
     if step.fails and not outage_over.exists():
         log("end", "failed_retryable")
         raise DemoRetryableError(f"{label}: downstream unavailable (execution {index + 1})")
+    if own is not None:
+        try:
+            own(ctx)
+        except TerminalJobError:
+            log("end", "failed_terminal")
+            raise
+        except Exception:
+            log("end", "failed_retryable")
+            raise
     log("end", "succeeded")
 
 
 def _build() -> Jobs:
     plan_path, events_path, outage_over = _paths()
     plan = read_plan(plan_path)
+    own_module = os.environ.get(OWN_JOBS_ENV)
+    own = load_jobs(own_module, OWN_JOBS_ENV) if own_module else {}
     jobs = Jobs()
     for job_id in plan.jobs:
-        jobs.job(job_id)(lambda ctx, _plan=plan: _work(_plan, events_path, outage_over, ctx))
+        fn = own.get(job_id)
+        jobs.job(job_id)(lambda ctx, _fn=fn: _work(plan, events_path, outage_over, ctx, _fn))
     jobs.job(WARMUP_JOB)(lambda ctx: None)
     return jobs
 

@@ -21,6 +21,8 @@ PLAN_ENV = "DEMO_PLAN_PATH"
 EVENTS_ENV = "DEMO_EXECUTIONS_PATH"
 # A file the demo creates once the Scheduler is done: the downstream outage is over.
 OUTAGE_OVER_ENV = "DEMO_OUTAGE_OVER_PATH"
+# The team's jobs module whose functions the demo work calls (unset: demonstration work only).
+OWN_JOBS_ENV = "DEMO_OWN_JOBS_MODULE"
 # A job outside the stack whose single no-op delivery opens the handler's Firestore
 # connection (its cold start) before the timed runs begin; it is never logged.
 WARMUP_JOB = "localrun-demo-warmup"

@@ -8,8 +8,9 @@ that many deliveries became one execution.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -195,7 +196,12 @@ def format_misbehaviour(m: Misbehaviour) -> str:
     )
 
 
-def format_invariant(invariant: Invariant) -> str:
+def format_invariant(invariant: Invariant, audited: bool = True) -> str:
+    """The invariant's verdict and the runs left without a success.
+
+    Those runs count as reported only where an audit ran: without the ledger
+    (--without-dedup) nothing reports them.
+    """
     runs = len(invariant.verdicts)
     lines = []
     if invariant.holds:
@@ -207,17 +213,87 @@ def format_invariant(invariant: Invariant) -> str:
     else:
         lines.append(f"invariant VIOLATED in {len(invariant.violations)} case(s):")
         lines.extend(f"  - {violation}" for violation in invariant.violations)
+    reported = "reported, not lost" if audited else "no audit without the ledger"
     for label in invariant.exhausted:
         lines.append(
-            f"  retries exhausted (reported, not lost): {label} has no successful execution; "
+            f"  retries exhausted ({reported}): {label} has no successful execution; "
             "Cloud Scheduler gives up here too, so alert on it"
         )
     for label in invariant.dropped:
         lines.append(
-            f"  never delivered (reported, not lost): {label} has no execution; "
+            f"  never delivered ({reported}): {label} has no execution; "
             "only an audit of the ledger notices such a run"
         )
     return "\n".join(lines)
+
+
+def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: bool) -> str:
+    """The demo's last line: what ran exactly once, what was injected, how each was reported.
+
+    The exit status is named as both commands return it: make turns any failing
+    recipe into its own status 2.
+    """
+    jobs = ", ".join(dict.fromkeys(r.plan.job for r in results))
+    m = misbehaviour(results, invariant)
+    if not invariant.holds:
+        return (
+            f"verdict: exactly-once VIOLATED in {len(invariant.violations)} case(s) listed above "
+            f"(jobs {jobs}); python -m localrun.demo exits 1, make demo 2"
+        )
+    once = sum(v.successes == 1 for v in invariant.verdicts)
+    absorbed = (
+        f"{_n(m.timeouts, 'timeout')}, {_n(m.lost_acks, 'lost ack')}, "
+        f"{_n(m.bursts, 'burst')}, {_n(m.forced_runs, 'forced run')} answered without a second run"
+    )
+    if audited:
+        missed = f"{_n(len(invariant.dropped), 'dropped run')} reported missed"
+        released = f"{_n(len(invariant.exhausted), 'exhausted run')} reported released"
+        caught = m.dropped_runs + m.exhausted_runs - len(invariant.dropped + invariant.exhausted)
+        left = (
+            f"{missed}, {released}" + (f", {caught} caught up" if caught else "") + " by the audit"
+        )
+    else:
+        left = (
+            f"{_n(m.dropped_runs, 'dropped run')} and {_n(m.exhausted_runs, 'exhausted run')} "
+            "not reported (no audit without the ledger)"
+        )
+    return (
+        f"verdict: exactly once HOLDS: {once} of {len(invariant.verdicts)} runs of {jobs} "
+        f"ran once each; injected {absorbed}; {left}; exit status 0"
+    )
+
+
+# Loggers of the machinery around the jobs: the handler, its libraries, the web server.
+_MACHINERY_LOGGERS = ("runledger", "localrun", "google", "werkzeug", "functions_framework")
+
+
+def format_job_logs(lines: Iterable[str], limit: int = 8) -> str | None:
+    """The jobs' own log lines among the handler's output, each with the run it belongs to.
+
+    The handler writes Cloud Logging's structured entries (runledger.joblog);
+    a job's entry carries the run's fields and its logger's name as a label.
+    """
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        fields = ("message", "run_key", "job", "schedule_time", "attempt_id")
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
+            continue
+        logger = entry.get("logging.googleapis.com/labels", {}).get("python_logger", "")
+        if logger.split(".")[0] in _MACHINERY_LOGGERS:
+            continue
+        found.append(
+            f"  {entry['job']} {entry['schedule_time']} run {entry['run_key'][:12]} "
+            f"attempt {entry['attempt_id'][:8]} {entry.get('severity', '')}: {entry['message']}"
+        )
+    if not found:
+        return None
+    shown = found[:limit]
+    more = f" (first {limit} of {len(found)})" if len(found) > limit else ""
+    return "\n".join(["your jobs' log lines, each with its run" + more + ":", *shown])
 
 
 def json_report(

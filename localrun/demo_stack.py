@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,14 +29,23 @@ from pathlib import Path
 
 from dedup_schedule.config import ConfigError, ScheduleConfig
 from dedup_schedule.config_reader import parse_config
-from localrun.demo_plan import EVENTS_ENV, OUTAGE_OVER_ENV, PLAN_ENV
+from localrun.demo_plan import EVENTS_ENV, OUTAGE_OVER_ENV, OWN_JOBS_ENV, PLAN_ENV
 from localrun.simulator import RunPlan, SimJob
-from offline.stack_file import StackFileError, read_project_name, read_stack_values, stack_file
+from offline.stack_file import (
+    StackFileError,
+    choose_stack,
+    read_project_name,
+    read_stack_values,
+    stack_file,
+)
+from runledger.exceptions import ConfigError as JobsModuleError
 from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
+from runledger.jobs import load_jobs
 from runledger.schedules import LOOKBACK_VARIABLE
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+HANDLER_DIR = REPO_ROOT / "handler"
 
 # The longest attempt deadline of the stack lasts this long in the demo ...
 LONGEST_DEADLINE_S = 2.5
@@ -53,6 +63,14 @@ class StackError(Exception):
     """The stack cannot be loaded; the message is one line for the user."""
 
 
+def resolve_stack(stack: str | None, project_dir: Path = REPO_ROOT) -> str:
+    """`stack`, or the project's only stack file's name (several: one line listing them)."""
+    try:
+        return choose_stack(project_dir, stack)
+    except StackFileError as exc:
+        raise StackError(str(exc)) from None
+
+
 def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
     try:
         path = stack_file(project_dir, stack)
@@ -64,6 +82,39 @@ def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
         return parse_config(read_stack_values(project_dir, stack), read_project_name(project_dir))
     except (ConfigError, StackFileError) as exc:
         raise StackError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class OwnJobs:
+    """Whether the demo runs the stack's own jobs, and why (not)."""
+
+    module: str | None  # the jobs module the handler would load, when it defines every job
+    reason: str
+
+
+def own_jobs(config: ScheduleConfig, handler_dir: Path = HANDLER_DIR) -> OwnJobs:
+    """The stack's own jobs module when it defines every job id of the stack.
+
+    It is imported as the deployed function imports it (handler/ first on the
+    path); a module that fails to import is a reason, not a crash, and the
+    demo falls back to its built-in demonstration jobs.
+    """
+    module = config.handler_env()["DEDUP_JOBS_MODULE"]
+    sys.path.insert(0, str(handler_dir))
+    try:
+        defined = load_jobs(module)
+    except JobsModuleError as exc:
+        return OwnJobs(None, f"the built-in demonstration jobs ({exc})")
+    finally:
+        sys.path.remove(str(handler_dir))
+    missing = [job.id for job in config.jobs if job.id not in defined]
+    if missing:
+        return OwnJobs(
+            None,
+            f"the built-in demonstration jobs ({', '.join(missing)} not defined in "
+            f"handler/{module.replace('.', '/')}.py)",
+        )
+    return OwnJobs(module, f"your jobs from handler/{module.replace('.', '/')}.py")
 
 
 def speedups(config: ScheduleConfig) -> dict[str, float]:
@@ -156,6 +207,7 @@ def handler_env(
     *,
     audit_since: datetime,
     catch_up: bool = False,
+    own_module: str | None = None,
 ) -> HandlerEnv:
     """The deployed handler's env: lease compressed, retention widened, the audit's window set.
 
@@ -193,7 +245,11 @@ def handler_env(
         f"DEDUP_DUPLICATE_WAIT_SECONDS unset -> {wait} (a duplicate's wait for the running "
         "attempt's outcome ends inside the shortest compressed deadline)"
     )
-    notes.append(f"DEDUP_JOBS_MODULE jobs -> {DEMO_JOBS_MODULE} (demo work, logged per execution)")
+    if own_module is None:
+        work = "demonstration work, logged per execution"
+    else:
+        work = f"runs your {own_module} module's jobs, each execution logged, faults injected"
+    notes.append(f"DEDUP_JOBS_MODULE jobs -> {DEMO_JOBS_MODULE} ({work})")
     notes.append(
         f"{SCHEDULES_VARIABLE}: the stack's jobs, retry windows compressed (at least "
         f"{MIN_ATTEMPT_DEADLINE_S} s, the least the handler accepts)"
@@ -218,6 +274,7 @@ def handler_env(
             PLAN_ENV: str(files.plan),
             EVENTS_ENV: str(files.events),
             OUTAGE_OVER_ENV: str(files.outage_over),
+            **({OWN_JOBS_ENV: own_module} if own_module else {}),
             # One local process stands in for every Cloud Run instance the stack allows.
             "THREADS": "64",
         }

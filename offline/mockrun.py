@@ -61,6 +61,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.settings import get_root_resource, reset_options
 
+from offline.event_loops import close_leftover_loops
 from offline.stack_file import StackFileError, read_project, read_stack_values
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -944,6 +945,7 @@ def _main(argv: list[str]) -> int:
     except ProgramFailed as failed:
         document = {"failed": str(failed)}
     out.write_text(json.dumps(document), encoding="utf-8")
+    close_leftover_loops()
     return 0
 
 

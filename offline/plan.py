@@ -1,10 +1,11 @@
 """Print what `pulumi up` would create for a stack, offline.
 
-    python -m offline.plan --dir DIR --stack STACK
+    python -m offline.plan --dir DIR [--stack STACK]
 
 Runs the project's real program under Pulumi's mocks (see `offline.mockrun`), so
 the plan reflects the code as it is, with no Pulumi CLI, plugins or credentials.
-Prints the resource tree (type, name, key settings) and the stack outputs.
+Prints the resource tree (type, name, key settings), the stack outputs and a
+one-line summary. Without --stack it plans the project's only stack file.
 Secret values print as `[secret]` (also inside nested blocks), values unknown
 until the update as `[unknown]`, as `pulumi preview` shows them. A program
 with its own virtualenv runs in it (Pulumi.yaml runtime.options.virtualenv or
@@ -23,6 +24,7 @@ from typing import Any
 
 import pulumi
 
+from offline.event_loops import close_leftover_loops
 from offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
@@ -31,6 +33,9 @@ from offline.mockrun import (
     Unknown,
     run_program,
 )
+from offline.stack_file import StackFileError, choose_stack
+
+SCHEDULER_JOB_TYPE = "gcp:cloudscheduler/job:Job"
 
 # The settings worth reading in a plan, per type token (dotted paths into the inputs).
 # Types not listed show their top-level scalar inputs.
@@ -201,10 +206,35 @@ def render_plan(resources: Sequence[CapturedResource], stack_outputs: dict[str, 
     return "\n".join(lines)
 
 
+def summary_line(resources: Sequence[CapturedResource], stack: str) -> str:
+    """The plan in one line: provider resources by type, the Scheduler jobs, what to run next."""
+    by_type: dict[str, int] = {}
+    for resource in resources:
+        if resource.custom:
+            short = resource.type.rsplit(":", 1)[-1]
+            by_type[short] = by_type.get(short, 0) + 1
+    types = ", ".join(f"{count} {name}" for name, count in sorted(by_type.items()))
+    jobs = [str(r.inputs.get("name") or r.name) for r in resources if r.type == SCHEDULER_JOB_TYPE]
+    return (
+        f"summary: {sum(by_type.values())} to create ({types}); "
+        f"{len(jobs)} Scheduler job(s): {', '.join(sorted(jobs)) or 'none'}; "
+        f"next: make policy-check STACK={stack}, then pulumi preview --stack {stack}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        close_leftover_loops()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
-    parser.add_argument("--stack", default="example", help="stack name (reads Pulumi.STACK.yaml)")
+    parser.add_argument(
+        "--stack", default=None, help="stack name (reads Pulumi.STACK.yaml; default: the only one)"
+    )
     parser.add_argument(
         "--virtualenv",
         type=Path,
@@ -213,7 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        args.stack = choose_stack(args.dir, args.stack)
         resources = run_program(args.dir, args.stack, args.virtualenv)
+    except StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except ProgramFailed as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -222,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
         print(render_plan(resources, resources.stack_outputs))
+        print()
+        print(summary_line(resources, args.stack))
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader stopped early (`make plan | head`): not an error. Point

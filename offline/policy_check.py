@@ -17,7 +17,7 @@ step lives in its own module:
     offline.analyzer         `evaluate`: the SDK's servicer, driven as the engine does
     offline.errors           `CheckError`, the one `error: ...` line (exit 2)
 
-Usage: python -m offline.policy_check --dir DIR --stack STACK
+Usage: python -m offline.policy_check --dir DIR [--stack STACK]
            [--policy-pack PACK_DIR] [--policy-pack-config FILE.json] [--preview]
            [--virtualenv DIR]
 
@@ -41,9 +41,10 @@ from pulumi_policy import EnforcementLevel
 
 from offline.analyzer import Diagnostic, evaluate
 from offline.errors import CheckError
+from offline.event_loops import close_leftover_loops
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 from offline.policy_config import parse_policy_config
-from offline.stack_file import StackFileError, read_project_name
+from offline.stack_file import StackFileError, choose_stack, read_project_name
 from offline.stack_resources import as_first_preview, run_stack
 
 
@@ -89,7 +90,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
     parser.error = usage_error  # type: ignore[method-assign]
     parser.add_argument("--dir", default=".", help="Pulumi project directory (has Pulumi.yaml)")
-    parser.add_argument("--stack", default="example", help="stack name (Pulumi.<stack>.yaml)")
+    parser.add_argument(
+        "--stack", default=None, help="stack name (Pulumi.<stack>.yaml; default: the only one)"
+    )
     parser.add_argument(
         "--policy-pack",
         default=None,
@@ -130,6 +133,10 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
             config = parse_policy_config(Path(args.policy_pack_config).read_text())
         except OSError as exc:
             raise CheckError(f"cannot read policy config: {exc}") from None
+    try:
+        args.stack = choose_stack(project_dir, args.stack)
+    except StackFileError as exc:
+        raise CheckError(str(exc)) from None
     pack = load_pack(pack_dir)
     notes: list[str] = []
     virtualenv = Path(args.virtualenv) if args.virtualenv else None
@@ -156,6 +163,13 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    finally:
+        close_leftover_loops()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except CheckError as exc:

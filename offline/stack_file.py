@@ -10,6 +10,9 @@ file lives follows the project file reference ("Pulumi project file reference":
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,33 @@ def stack_file(project_dir: Path, stack: str) -> Path:
     return project_dir / str(config_dir) / f"Pulumi.{stack}.yaml"
 
 
+def stack_names(project_dir: Path) -> list[str]:
+    """Every stack with a settings file in the project's stackConfigDir, sorted."""
+    config_dir = stack_file(project_dir, "_").parent
+    names = (path.name[len("Pulumi.") : -len(".yaml")] for path in config_dir.glob("Pulumi.*.yaml"))
+    return sorted(names)
+
+
+def choose_stack(project_dir: Path, stack: str | None) -> str:
+    """`stack` if given, else the project's one stack; several or none is a one-line error.
+
+    The offline tools take no stack from a Pulumi backend (there is none here),
+    so without `--stack` the only unambiguous choice is the single stack file.
+    """
+    if stack:
+        return stack
+    names = stack_names(project_dir)
+    if len(names) == 1:
+        return names[0]
+    config_dir = stack_file(project_dir, "_").parent
+    if not names:
+        raise StackFileError(f"{config_dir}: no Pulumi.<stack>.yaml here; create one")
+    raise StackFileError(
+        f"several stacks in {config_dir} ({', '.join(names)}): name one with STACK=<name> "
+        "(make) or --stack <name>"
+    )
+
+
 def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
     """The raw `config:` map of `stack`'s settings file (empty when it sets none)."""
     path = stack_file(project_dir, stack)
@@ -59,3 +89,21 @@ def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise StackFileError(f"{path}: 'config' must be a map")
     return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the project's stack names, one a line: what `make policy-check-all` loops over."""
+    parser = argparse.ArgumentParser(prog="python -m offline.stack_file", description=main.__doc__)
+    parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
+    args = parser.parse_args(argv)
+    try:
+        names = stack_names(args.dir)
+    except StackFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

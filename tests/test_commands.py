@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.stacks import ANY_STACK, REPO_ROOT
 
 
 def _module(*args: str) -> list[str]:
-    return [sys.executable, "-m", *args, "--dir", str(REPO_ROOT), "--stack", "example"]
+    return [sys.executable, "-m", *args, "--dir", str(REPO_ROOT), "--stack", ANY_STACK]
 
 
 def test_plan_piped_into_head_ends_quietly() -> None:
@@ -23,7 +22,7 @@ def test_plan_piped_into_head_ends_quietly() -> None:
     plan.stdout.close()  # what `head -1` does once it has its line
     stderr = plan.stderr.read().decode()
     assert plan.wait(timeout=120) == 0, stderr
-    assert first.startswith(b"Plan for stack 'example'")
+    assert first.startswith(f"Plan for stack {ANY_STACK!r}".encode())
     assert "BrokenPipeError" not in stderr and "Traceback" not in stderr
 
 

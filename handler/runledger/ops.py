@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from runledger.audit import Audit
 from runledger.config import Settings
@@ -48,18 +48,35 @@ EXIT_FINDINGS, EXIT_AUDIT_FAILED = 1, 2
 ListerFactory = Callable[[str, str, Mapping[str, str]], Lister]
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one `error:` line (exit 2), like every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--project", help="Google Cloud project (default: from ADC or env)")
-    common.add_argument("--database", default=DEFAULT_DATABASE, help="Firestore database id")
-    common.add_argument("--collection", default=DEFAULT_COLLECTION, help="run ledger collection")
-    common.add_argument("--json", action="store_true", help="one JSON object per line")
+    common.add_argument(
+        "--database",
+        help=f"Firestore database id (default: DEDUP_DATABASE, else {DEFAULT_DATABASE})",
+    )
+    common.add_argument(
+        "--collection",
+        help=f"run ledger collection (default: DEDUP_COLLECTION, else {DEFAULT_COLLECTION})",
+    )
+    common.add_argument(
+        "--json", action="store_true", help="JSON: a list of runs (`show`: one object)"
+    )
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="python -m runledger.ops",
         description="Inspect the scheduler run ledger and release failed runs.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_OneLineErrors
+    )
 
     listing = commands.add_parser("list", parents=[common], help="runs by job and status")
     listing.add_argument("--job", help="Cloud Scheduler job id")
@@ -263,6 +280,9 @@ def main(
     stderr = stderr or sys.stderr
     env = os.environ if env is None else env
     args = build_parser().parse_args(argv)
+    # The ledger's place, as the handler reads it (the exports `make demo ARGS=--keep` prints).
+    args.database = args.database or env.get("DEDUP_DATABASE") or DEFAULT_DATABASE
+    args.collection = args.collection or env.get("DEDUP_COLLECTION") or DEFAULT_COLLECTION
     if args.command == "audit":
         try:
             return run_audit(args, env, clock(), client_factory, stdout, stderr, lister_factory)

@@ -44,8 +44,8 @@ class Printer:
     def rows(self, rows: list[RunRow], limit: int, empty: str) -> None:
         shown = rows[: max(limit, 0)]
         if self._json:
-            for row in shown:
-                self.line(json.dumps(_record_json(row.key, row.record)))
+            # One JSON list (`[]` when nothing matches), like `audit --json`.
+            self.line(json.dumps([_record_json(row.key, row.record) for row in shown]))
             return
         if not rows:
             self.line(empty)

@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
+from offline.stack_file import read_project_name
 from runledger.jobs import load_jobs
+from tests.stacks import REPO_STACKS, repo_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "dedup-test-project"
@@ -429,9 +431,10 @@ def test_template_documents_the_target_key() -> None:
         assert word in description
 
 
-def test_every_job_of_the_example_stack_is_defined_in_the_handlers_jobs_module() -> None:
+@pytest.mark.parametrize("stack", REPO_STACKS)
+def test_every_job_of_every_stack_is_defined_in_the_handlers_jobs_module(stack: str) -> None:
     """A stack job the handler does not define would answer 404 on every delivery."""
-    document = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text(encoding="utf-8"))
-    jobs = document["config"]["scheduler-dedup:jobs"]
+    document = yaml.safe_load(repo_stack_file(stack).read_text(encoding="utf-8"))
+    jobs = document["config"][f"{read_project_name(REPO)}:jobs"]
 
     assert {job["id"] for job in jobs} <= set(load_jobs("jobs"))

@@ -12,7 +12,9 @@ import yaml
 
 from dedup_schedule.config_reader import PROJECT_KEYS
 from offline.mockrun import run_program
+from offline.stack_file import read_project_name
 from tests.clitools import run_module
+from tests.stacks import REPO_STACKS, repo_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,12 +157,13 @@ def test_plan_prints_resources_settings_and_outputs(
     assert "gcloud scheduler jobs run nightly-report --location=europe-west3" in out
 
 
-def test_plan_of_the_example_stack() -> None:
-    result = run_plan("--dir", str(REPO), "--stack", "example")
+@pytest.mark.parametrize("stack_name", REPO_STACKS)
+def test_plan_of_every_stack_of_the_repo(stack_name: str) -> None:
+    result = run_plan("--dir", str(REPO), "--stack", stack_name)
 
     assert result.returncode == 0, result.stderr
-    stack = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text(encoding="utf-8"))
-    for job in stack["config"]["scheduler-dedup:jobs"]:
+    stack = yaml.safe_load(repo_stack_file(stack_name).read_text(encoding="utf-8"))
+    for job in stack["config"][f"{read_project_name(REPO)}:jobs"]:
         assert f"+ gcp:cloudscheduler/job:Job  dedup-job-{job['id']}" in result.stdout
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from localrun.demo_audit import check_findings, late_runs, read_log, settled_by
-from localrun.demo_stack import DemoFiles, handler_env, load_stack, sim_jobs, speedups
+from localrun.demo_stack import DemoFiles, handler_env, sim_jobs, speedups
 from localrun.simulator import RunPlan, replayed_since
 from runledger.audit import Finding
 from runledger.config import Settings
 from runledger.schedules import audit_settings
+from tests.localrun.demo_project import demo_stack
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)
 MISSED = "hourly-sync@2026-11-30T10:05:00Z"
@@ -21,7 +22,7 @@ RELEASED = "hourly-sync@2026-11-30T11:05:00Z"
 
 
 def _env(catch_up: bool) -> dict[str, str]:
-    config = load_stack("example")
+    config = demo_stack()
     speedup = speedups(config)
     jobs = sim_jobs(config, speedup)
     files = DemoFiles(Path("plan"), Path("events"), Path("outage"))
@@ -34,7 +35,7 @@ def _env(catch_up: bool) -> dict[str, str]:
 def test_the_handler_accepts_the_demos_schedules_and_window(catch_up: bool) -> None:
     env = _env(catch_up)
     audit = audit_settings(env, Settings.from_env(env))
-    config = load_stack("example")
+    config = demo_stack()
     assert [s.id for s in audit.schedules] == [job.id for job in config.jobs]
     assert all(s.catch_up is catch_up for s in audit.schedules)
     # hourly-sync replays 8 runs: the window reaches back to the 9th, not beyond.
@@ -51,7 +52,7 @@ def test_settled_by_follows_the_handlers_rule() -> None:
 
 
 def test_runs_that_came_due_during_the_demo_are_delivered_late() -> None:
-    config = load_stack("example")
+    config = demo_stack()
     jobs = sim_jobs(config, speedups(config))
     late = late_runs(jobs, NOW, NOW + timedelta(minutes=40))
     assert [(p.job, p.schedule_time) for p in late] == [

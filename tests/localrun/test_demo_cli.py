@@ -9,6 +9,7 @@ import pytest
 
 from localrun.demo_stack import StackError, load_stack
 from tests.clitools import run_module
+from tests.localrun.demo_project import DEMO_PROJECT
 
 
 def _demo(*args: str) -> subprocess.CompletedProcess[str]:
@@ -16,12 +17,23 @@ def _demo(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_unknown_stack_is_one_error_line_and_exit_2() -> None:
-    result = _demo("--stack", "nope")
+    result = _demo("--dir", str(DEMO_PROJECT), "--stack", "nope")
     assert result.returncode == 2
     assert result.stderr.startswith("error: unknown stack 'nope'")
-    assert "example" in result.stderr
+    assert "(stacks here: demo)" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_several_stacks_and_no_stack_named_is_one_line_listing_them(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: scheduler-dedup\n")
+    for stack in ("dev", "prod"):
+        (tmp_path / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+    result = _demo("--dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: several stacks in ")
+    assert "(dev, prod)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_bad_run_count_is_a_usage_error() -> None:

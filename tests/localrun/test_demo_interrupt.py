@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.localrun.demo_project import DEMO_ARGS
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.firestore
 
@@ -40,7 +42,7 @@ def test_ctrl_c_stops_everything_the_demo_started(firestore_emulator, tmp_path: 
     log = tmp_path / "demo.out"
     with log.open("w") as out:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "localrun.demo", "--runs", "40"],
+            [sys.executable, "-m", "localrun.demo", "--runs", "40", *DEMO_ARGS],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,

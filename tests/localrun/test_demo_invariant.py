@@ -10,6 +10,7 @@ from localrun import demo
 from localrun.demo_invariant import Invariant, check_invariant
 from localrun.demo_plan import ExecutionEvent
 from localrun.simulator import Fault, RunPlan, RunResult
+from tests.localrun.demo_project import DEMO_ARGS
 
 WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)
 
@@ -92,5 +93,5 @@ def test_the_command_exit_code_follows_the_invariant(
     if not holds:
         events += _execution("a2", 2.0, 3.0, "succeeded")
     invariant: Invariant = check_invariant([_result()], events)
-    monkeypatch.setattr(demo, "run_demo", lambda *args, **kwargs: (invariant, {}))
-    assert demo.main(["--runs", "2"]) == code
+    monkeypatch.setattr(demo, "run_demo", lambda *args, **kwargs: (invariant, {"verdict": "v"}))
+    assert demo.main(["--runs", "2", *DEMO_ARGS]) == code

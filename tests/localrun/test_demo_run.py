@@ -11,8 +11,8 @@ import pytest
 
 from dedup_schedule.config import ScheduleConfig
 from localrun.demo import DemoOptions, main, run_demo
-from localrun.demo_stack import load_stack
 from localrun.emulator import FirestoreEmulator
+from tests.localrun.demo_project import DEMO_ARGS, demo_stack
 
 pytestmark = pytest.mark.firestore
 
@@ -24,10 +24,12 @@ def _empty_ledger(emulator: FirestoreEmulator, config: ScheduleConfig) -> None:
 
 
 def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emulator) -> None:
-    config = load_stack("example")
+    config = demo_stack()
     _empty_ledger(firestore_emulator, config)
     out = io.StringIO()
-    invariant, report = run_demo(DemoOptions(runs=3, seed=11), config, out, firestore_emulator)
+    invariant, report = run_demo(
+        DemoOptions(runs=3, seed=11, demo_jobs=True), config, out, firestore_emulator
+    )
 
     assert invariant.holds, out.getvalue()
     missing = [kind for kind, count in report["misbehaviour"].items() if count == 0]
@@ -58,10 +60,10 @@ def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emul
 
 
 def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emulator) -> None:
-    config = load_stack("example")
+    config = demo_stack()
     _empty_ledger(firestore_emulator, config)
     out = io.StringIO()
-    options = DemoOptions(runs=3, seed=11, catch_up=True)
+    options = DemoOptions(runs=3, seed=11, catch_up=True, demo_jobs=True)
     invariant, report = run_demo(options, config, out, firestore_emulator)
 
     assert invariant.holds, out.getvalue()
@@ -85,10 +87,12 @@ def test_json_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     from localrun.demo_invariant import check_invariant
 
     monkeypatch.setattr(
-        demo, "run_demo", lambda *a, **k: (check_invariant([], []), {"invariant": {"holds": True}})
+        demo,
+        "run_demo",
+        lambda *a, **k: (check_invariant([], []), {"invariant": {"holds": True}, "verdict": "v"}),
     )
     target = tmp_path / "report.json"
-    assert main(["--runs", "1", "--json", str(target)], out=io.StringIO()) == 0
+    assert main(["--runs", "1", "--json", str(target), *DEMO_ARGS], out=io.StringIO()) == 0
     assert json.loads(target.read_text())["invariant"]["holds"] is True
 
 
@@ -96,7 +100,7 @@ def test_without_the_ledger_the_demo_catches_doubled_work_and_exits_1() -> None:
     # A handler that trusts Scheduler to deliver once: lost acks, bursts and
     # timeouts now run the work again, and the command must fail.
     out = io.StringIO()
-    assert main(["--runs", "2", "--seed", "11", "--without-dedup"], out=out) == 1
+    assert main(["--runs", "2", "--seed", "11", "--without-dedup", *DEMO_ARGS], out=out) == 1
     text = out.getvalue()
     assert "invariant VIOLATED" in text
     assert "(must be exactly once)" in text

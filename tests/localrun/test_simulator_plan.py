@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localrun.demo_stack import load_stack, sim_jobs, speedups
+from localrun.demo_stack import sim_jobs, speedups
 from localrun.simulator import (
     AUDIT_MARGIN,
     AUDITED_FAULTS,
@@ -20,13 +20,14 @@ from localrun.simulator import (
     plan_runs,
     replayed_since,
 )
+from tests.localrun.demo_project import demo_stack
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def jobs() -> list[SimJob]:
-    config = load_stack("example")
+    config = demo_stack()
     return sim_jobs(config, speedups(config))
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from localrun.demo_stack import load_stack, sim_jobs, speedups
+from localrun.demo_stack import sim_jobs, speedups
 from localrun.simulator import (
     Answer,
     Fault,
@@ -27,6 +27,7 @@ from localrun.simulator import (
     retry_delays,
 )
 from runledger.facts import RetryPolicy
+from tests.localrun.demo_project import demo_stack
 
 WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)
 
@@ -94,7 +95,7 @@ TIMEOUT = Answer(None, None, 1.0)
 
 
 def test_backoff_matches_the_stack_config_scaled_by_the_job_speedup() -> None:
-    config = load_stack("example")
+    config = demo_stack()
     speedup = speedups(config)
     jobs = {job.id: job for job in sim_jobs(config, speedup)}
     for job in config.jobs:

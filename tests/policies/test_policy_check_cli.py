@@ -1,6 +1,6 @@
 """`python -m offline.policy_check` end to end: the real program under mocks, the real pack.
 
-Runs in a subprocess, as `make policy-check` does, on this repo's example stack
+Runs in a subprocess, as `make policy-check` does, on every stack of this repo
 and on a copy of the template that a user has edited.
 """
 
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.clitools import run_module
+from tests.stacks import ANY_STACK, REPO_STACKS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE_PARTS = ("Pulumi.yaml", "Pulumi.example.yaml", "infra", "handler")
+TEMPLATE_PARTS = ("Pulumi.yaml", f"Pulumi.{ANY_STACK}.yaml", "infra", "handler")
 
 
 def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
@@ -52,8 +53,9 @@ def public_invoker(member: str) -> str:
     )
 
 
-def test_repo_example_stack_passes() -> None:
-    result = policy_check("--dir", str(REPO_ROOT), "--stack", "example")
+@pytest.mark.parametrize("stack", REPO_STACKS)
+def test_every_stack_of_the_repo_passes(stack: str) -> None:
+    result = policy_check("--dir", str(REPO_ROOT), "--stack", stack)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "policy check passed: 0 mandatory, 0 advisory" in result.stdout
     assert result.stderr == ""
@@ -61,9 +63,9 @@ def test_repo_example_stack_passes() -> None:
 
 def test_copied_template_with_a_public_invoker_fails(template: Path) -> None:
     add_resource(template, public_invoker("allUsers"))
-    result = policy_check("--dir", str(template), "--stack", "example")
+    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "[mandatory] run-no-public-invoker: urn:pulumi:example::" in result.stdout
+    assert f"[mandatory] run-no-public-invoker: urn:pulumi:{ANY_STACK}::" in result.stdout
     assert "ServiceIamMember::wide-open" in result.stdout
     assert "allUsers is granted roles/run.invoker" in result.stdout
     assert "policy check FAILED: 1 mandatory" in result.stdout
@@ -73,8 +75,8 @@ def test_stack_with_its_own_header_names_passes(template: Path) -> None:
     # The pack takes the header names from what the stack declares (the handler's
     # DEDUP_PROJECT_HEADER, the jobs' headers), so this option needs no pack config.
     stack_file = template / "Pulumi.tenant.yaml"
-    text = (template / "Pulumi.example.yaml").read_text()
-    stack_file.write_text(text + "  scheduler-dedup:projectHeader: X-Proj\n")
+    text = (template / f"Pulumi.{ANY_STACK}.yaml").read_text()
+    stack_file.write_text(text.rstrip() + "\n  scheduler-dedup:projectHeader: X-Proj\n")
     result = policy_check("--dir", str(template), "--stack", "tenant")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "policy check passed: 0 mandatory, 0 advisory" in result.stdout
@@ -84,7 +86,7 @@ def test_pack_config_changes_a_setting_of_a_copied_template(template: Path) -> N
     config = template / "policy-config.json"
     config.write_text(json.dumps({"scheduler-attempt-deadline": {"maxSeconds": 60}}))
     failed = policy_check(
-        "--dir", str(template), "--stack", "example", "--policy-pack-config", str(config)
+        "--dir", str(template), "--stack", ANY_STACK, "--policy-pack-config", str(config)
     )
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "[mandatory] scheduler-attempt-deadline" in failed.stdout
@@ -99,7 +101,7 @@ def test_advisory_only_exits_zero(template: Path) -> None:
         "gcp.projects.IAMMember('viewer', project='p', role='roles/viewer', member='user:a@b')",
     )
     result = policy_check(
-        "--dir", str(template), "--stack", "example", "--policy-pack-config", str(config)
+        "--dir", str(template), "--stack", ANY_STACK, "--policy-pack-config", str(config)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[advisory] iam-no-primitive-roles" in result.stdout
@@ -129,7 +131,7 @@ def test_broken_program_is_a_short_block_with_its_line_not_a_traceback(template:
     program = template / "infra" / "__main__.py"
     program.write_text(program.read_text() + "\nraise RuntimeError('boom in the program')\n")
     lines = len(program.read_text().splitlines())
-    result = policy_check("--dir", str(template), "--stack", "example")
+    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: the program failed: RuntimeError: boom in the program",
@@ -137,8 +139,9 @@ def test_broken_program_is_a_short_block_with_its_line_not_a_traceback(template:
     ]
 
 
-def test_first_preview_of_the_example_has_no_mandatory_violation() -> None:
-    result = policy_check("--dir", str(REPO_ROOT), "--stack", "example", "--preview")
+@pytest.mark.parametrize("stack", REPO_STACKS)
+def test_first_preview_of_every_stack_has_no_mandatory_violation(stack: str) -> None:
+    result = policy_check("--dir", str(REPO_ROOT), "--stack", stack, "--preview")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "policy check passed: 0 mandatory" in result.stdout
     assert "can't run policy 'scheduler-oidc-audience'" in result.stdout
@@ -147,7 +150,7 @@ def test_first_preview_of_the_example_has_no_mandatory_violation() -> None:
 
 def test_first_preview_still_catches_a_public_invoker(template: Path) -> None:
     add_resource(template, public_invoker("allAuthenticatedUsers"))
-    result = policy_check("--dir", str(template), "--stack", "example", "--preview")
+    result = policy_check("--dir", str(template), "--stack", ANY_STACK, "--preview")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[mandatory] run-no-public-invoker" in result.stdout
 
@@ -159,6 +162,6 @@ def test_a_project_with_its_own_pack_uses_it(template: Path) -> None:
     module.write_text(
         module.read_text().replace('PACK_NAME = "gcp-scheduler-dedup"', 'PACK_NAME = "my-pack"')
     )
-    result = policy_check("--dir", str(template), "--stack", "example")
+    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"policy pack my-pack ({pack})")

@@ -82,7 +82,9 @@ def ops(*argv: str, stdin: str = "", project: str = "demo-dedup") -> tuple[int, 
 
 
 def keys_in(text: str) -> list[str]:
-    return [json.loads(line)["key"] for line in text.splitlines()]
+    runs = json.loads(text)  # one JSON list, as `audit --json` prints
+    assert isinstance(runs, list)
+    return [run["key"] for run in runs]
 
 
 def test_list_by_job_and_status_newest_first(seeded):
@@ -95,6 +97,30 @@ def test_list_by_job_and_status_newest_first(seeded):
     assert sorted(keys_in(out)) == [key(2), key(5), key(7)]
     code, out, _ = ops("list", "--job", "etl", "--status", "completed", "--json")
     assert keys_in(out) == [key(1)]
+
+
+def test_listings_with_no_match_print_an_empty_json_list(seeded):
+    for command in (
+        ["list", "--job", "nope"],
+        ["stale", "--job", "report"],
+        ["failed", "--job", "x"],
+    ):
+        code, out, _ = ops(*command, "--json")
+        assert (code, json.loads(out)) == (EXIT_OK, []), command
+
+
+def test_the_ledger_is_found_where_the_handlers_env_says(seeded):
+    out, err = io.StringIO(), io.StringIO()
+    env = {**os.environ, "DEDUP_COLLECTION": "elsewhere"}
+    code = main(
+        ["list", "--json", "--project", "demo-dedup"],
+        env=env,
+        clock=lambda: NOW,
+        stdout=out,
+        stderr=err,
+    )
+    assert (code, json.loads(out.getvalue())) == (EXIT_OK, [])
+    assert len(keys_in(ops("list", "--json", "--include-expired")[1])) == 7
 
 
 def test_list_as_a_table_with_a_limit(seeded):

@@ -154,6 +154,14 @@ def test_as_a_command_a_bad_duration_exits_2_without_a_traceback(env):
     assert "Traceback" not in result.stderr
 
 
+def test_as_a_command_a_bad_unit_is_one_error_line_without_the_usage(env):
+    result = run_ops("audit", "--since", "5x", env=env)
+    assert (result.returncode, result.stdout) == (2, "")
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: argument --since: '5x'"), lines
+    assert "usage:" not in result.stderr
+
+
 def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
     result = run_ops("audit", "--project", firestore_emulator.project, "--since", "2h", env=env)
     # The real clock is far from the seeded day: every hour in the window is missed.

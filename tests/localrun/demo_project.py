@@ -1,0 +1,22 @@
+"""The demo tests' own Pulumi project and stack, so they never depend on the repo's stack files.
+
+A team deletes Pulumi.example.yaml and adds its own stacks; the simulator and
+the demo are tested against this fixed one (the template's example jobs:
+three time zones, retries from none to five, deadlines from 2 to 15 minutes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dedup_schedule.config import ScheduleConfig
+from localrun.demo_stack import load_stack
+
+DEMO_PROJECT = Path(__file__).resolve().parent / "stack"
+DEMO_STACK = "demo"
+# The command-line form: `python -m localrun.demo *DEMO_ARGS`.
+DEMO_ARGS = ("--dir", str(DEMO_PROJECT), "--stack", DEMO_STACK, "--demo-jobs")
+
+
+def demo_stack() -> ScheduleConfig:
+    return load_stack(DEMO_STACK, DEMO_PROJECT)
