@@ -295,12 +295,14 @@ def _function(
                 available_cpu=cfg.cpu,
                 available_memory=cfg.memory,
                 environment_variables=environment,
-                # Internal-only by default: Cloud Scheduler in the same project still
-                # reaches the service at its run.app URL ("Restrict network ingress for
-                # Cloud Run": internal allows Cloud Scheduler, Cloud Tasks, Eventarc,
-                # Pub/Sub, Workflows and BigQuery of the same project or VPC Service
-                # Controls perimeter), while the internet cannot reach it at all. IAM
-                # (run.invoker) and the handler's invoker check still apply on top.
+                # Internal-only by default. "Restrict network ingress for Cloud Run" counts
+                # Cloud Scheduler (with Cloud Tasks, Eventarc, Pub/Sub, Workflows and
+                # BigQuery) as internal on two conditions: it is in the same project or
+                # VPC Service Controls perimeter, and it calls the service's default
+                # run.app URL, not a custom domain. The jobs (jobs.py) are in this project
+                # and call `service_config.uri`, the run.app URL; the internet cannot
+                # reach the service at all. IAM (run.invoker) and the handler's invoker
+                # check still apply on top.
                 ingress_settings=INGRESS_SETTINGS[cfg.ingress],
                 all_traffic_on_latest_revision=True,
             ),

@@ -11,6 +11,7 @@ import io
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -519,7 +520,11 @@ def test_sparse_metric_conditions_evaluate_missing_data_and_close(run) -> None:
 def test_the_ledger_alert_pages_on_errors_minutes_apart(run) -> None:
     # A nightly job's retries are minutes apart: the condition must not need errors in
     # every minute of a window, only more than one error within it.
-    policies = {r.inputs["displayName"]: r for r in run(audit={"schedule": "*/15 * * * *"})}
+    policies = {
+        r.inputs["displayName"]: r
+        for r in run(audit={"schedule": "*/15 * * * *"})
+        if r.type == POLICY
+    }
     (condition,) = conditions(policies["dedup: Run ledger unavailable"])
     threshold = condition["conditionThreshold"]
 
@@ -529,7 +534,7 @@ def test_the_ledger_alert_pages_on_errors_minutes_apart(run) -> None:
     # Two audits every 15 minutes fall in it, whatever the jobs do.
     assert aggregation["alignmentPeriod"] == "1800s"
     assert aggregation["perSeriesAligner"] == "ALIGN_SUM"
-    slower = {r.inputs["displayName"]: r for r in run()}
+    slower = {r.inputs["displayName"]: r for r in run() if r.type == POLICY}
     (condition,) = conditions(slower["dedup: Run ledger unavailable"])
     # The default audit runs every 30 minutes: the window is two of its intervals.
     assert condition["conditionThreshold"]["aggregations"][0]["alignmentPeriod"] == "3600s"
@@ -569,12 +574,14 @@ def test_distinct_addresses_get_distinct_channels(run) -> None:
         assert len(policy.inputs["notificationChannels"]) == 3
     # A channel named before the hash suffix keeps its resource, unless two addresses
     # shared that old name (an alias may stand for one resource only).
-    old = (
-        "urn:pulumi:test::scheduler-dedup::scheduler-dedup:index:DedupSchedule"
-        "$scheduler-dedup:index:RunMonitoring"
-        "$gcp:monitoring/notificationChannel:NotificationChannel::"
+    ops = channels["ops@example.com"]
+    assert ops.urn.endswith(
+        f"::dedup-alert-email-ops-example-com-{sha256(b'ops@example.com').hexdigest()[:10]}"
     )
-    assert channels["ops@example.com"].aliases == (f"{old}dedup-alert-email-ops-example-com",)
+    assert [alias.rsplit("::", 1)[1] for alias in ops.aliases] == [
+        "dedup-alert-email-ops-example-com"
+    ]
+    assert ops.aliases[0].rsplit("::", 1)[0] == ops.urn.rsplit("::", 1)[0]
     assert channels["a.b@example.com"].aliases == ()
     assert channels["a-b@example.com"].aliases == ()
 

@@ -149,6 +149,8 @@ def test_handler_env_carries_every_dedup_setting() -> None:
             separators=(",", ":"),
         ),
         "DEDUP_AUDIT_LOOKBACK_SECONDS": "21600",
+        # The audit's Scheduler job, named from the default prefix.
+        "DEDUP_AUDIT_JOB": "dedup-audit",
     }
 
 
