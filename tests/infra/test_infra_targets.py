@@ -101,6 +101,8 @@ LEDGER_GRANT = (
     f"projects/{PROJECT}/roles/dedup_ledger_rw",
     f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
 )
+# The audit's listing of the Scheduler jobs' live state: read only, on the stack's project.
+SCHEDULER_VIEW_GRANT = (PROJECT_MEMBER, PROJECT, "", "", "roles/cloudscheduler.viewer", "")
 
 
 # --- TTL on the checkpoint/output subcollection ---------------------------------------
@@ -149,8 +151,8 @@ def test_the_ledger_collection_cannot_be_the_work_collection(
 # --- grants ---------------------------------------------------------------------------
 
 
-def test_without_targets_the_runtime_account_only_reaches_the_ledger(plain) -> None:
-    assert runtime_grants(plain) == {LEDGER_GRANT}
+def test_without_targets_the_runtime_account_only_reaches_the_ledger_and_lists_jobs(plain) -> None:
+    assert runtime_grants(plain) == {LEDGER_GRANT, SCHEDULER_VIEW_GRANT}
     assert not plain.of_type(JOB_MEMBER)
     assert [role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)] == ["dedup_ledger_rw"]
     assert not any(r.name.startswith("dedup-target-") for r in plain)
@@ -159,6 +161,7 @@ def test_without_targets_the_runtime_account_only_reaches_the_ledger(plain) -> N
 def test_each_target_gets_exactly_its_grant(targeted) -> None:
     assert runtime_grants(targeted) == {
         LEDGER_GRANT,
+        SCHEDULER_VIEW_GRANT,
         # Workflows roles go no lower than the project and Workflows ignores
         # resource-name conditions: an unconditioned grant on the workflow's project.
         (PROJECT_MEMBER, PROJECT, "", "", "roles/workflows.invoker", ""),
