@@ -51,8 +51,8 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 # Four pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
-# most tests wait on an emulator, a served handler or a subprocess rather than
-# on the CPU, so on 2 cores four workers finish sooner than two (docs/benchmarks.md).
+# many tests wait on an emulator, a served handler or a subprocess rather than on
+# the CPU, so on 2 cores more workers than cores keep both busy (docs/benchmarks.md).
 # pytest exits non-zero on any failure, error, a missing emulator or no tests at all (5).
 test: lint
 	$(PY) -m pytest -n 4

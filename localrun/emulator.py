@@ -86,7 +86,8 @@ class FirestoreEmulator(ServiceProcess):
         project = project or self.project
         url = f"{self.base_url}/emulator/v1/projects/{project}/databases/{database}/documents"
         request = urllib.request.Request(url, method="DELETE")
-        with urllib.request.urlopen(request, timeout=10) as response:
+        # Generous: on 2 shared cores running several emulators a clear can stall for seconds.
+        with urllib.request.urlopen(request, timeout=60) as response:
             response.read()
 
     def env(self) -> dict[str, str]:

@@ -189,11 +189,15 @@ def test_wait_ends_with_409_inside_the_jobs_attempt_deadline(firestore_store, rp
     app = _app(firestore_store, job, clock, timer, **_schedules(15))
     job.start(app)
     rpc_counter.reset()
+    started = time.monotonic()
     duplicate = deliver(app, HEADERS)
+    # The claim's real round trips count against the budget; on a loaded machine
+    # they take more than a few milliseconds, so the wait ends that much earlier.
+    spent_s = time.monotonic() - started
     job.finish()
     assert (duplicate.status, duplicate.outcome) == (409, "duplicate_in_progress")
     assert timer.sleeps[:5] == [0.5, 1.0, 2.0, 4.0, 4.0]
-    assert timer.now <= 13.0 and timer.now == pytest.approx(13.0, abs=0.05)
+    assert 13.0 - spent_s - 0.05 <= timer.now <= 13.0
     assert rpc_counter.calls["batch_get_documents"] + rpc_counter.calls["get_document"] == 1 + 6
     assert job.runs == 1
 
