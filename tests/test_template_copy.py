@@ -23,6 +23,7 @@ entire suite again (many minutes):
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -210,14 +211,24 @@ def test_the_demo_runs_the_teams_own_jobs(team_copy: Path) -> None:
 
 
 def _make(clone: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", target],
+    """`make TARGET` in its own session: on a timeout the whole tree (pytest, emulators) ends."""
+    command = ["make", "--no-print-directory", target]
+    process = subprocess.Popen(
+        command,
         cwd=clone,
         env=_clean_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout_s,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 @pytest.mark.firestore
