@@ -211,7 +211,7 @@ def test_the_demo_runs_the_teams_own_jobs(team_copy: Path) -> None:
 
 
 def _make(clone: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """`make TARGET` in its own session: on a timeout the whole tree (pytest, emulators) ends."""
+    """`make TARGET` in its own session, so that on a timeout all it started can be ended."""
     command = ["make", "--no-print-directory", target]
     process = subprocess.Popen(
         command,
@@ -225,8 +225,13 @@ def _make(clone: Path, target: str, timeout_s: float) -> subprocess.CompletedPro
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
+        # Ctrl-C first: pytest then stops its session's emulator (its own session) itself.
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
