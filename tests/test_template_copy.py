@@ -23,6 +23,7 @@ entire suite again (many minutes):
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -210,14 +211,29 @@ def test_the_demo_runs_the_teams_own_jobs(team_copy: Path) -> None:
 
 
 def _make(clone: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", target],
+    """`make TARGET` in its own session, so that on a timeout all it started can be ended."""
+    command = ["make", "--no-print-directory", target]
+    process = subprocess.Popen(
+        command,
         cwd=clone,
         env=_clean_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout_s,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        # Ctrl-C first: pytest then stops its session's emulator (its own session) itself.
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 @pytest.mark.firestore

@@ -134,6 +134,29 @@ def _request_timeout(reader: ConfigValues, jobs: tuple[JobConfig, ...]) -> int:
     return request_timeout
 
 
+def _refuse_another_namespace(values: Mapping[str, Any], project_name: str) -> None:
+    """A stack file whose keys sit under another project's name: the project was renamed.
+
+    Pulumi reads a project's own keys only under its `name:` (Pulumi project file
+    reference, "name"; config keys are namespaced by project), so such a stack
+    would silently lose every setting.
+    """
+    others = sorted(
+        {
+            key.split(":", 1)[0]
+            for key in values
+            if ":" in key and key.split(":", 1)[0] != "gcp" and key.split(":", 1)[1] in PROJECT_KEYS
+        }
+    )
+    if others:
+        found = next(key for key in values if key.startswith(f"{others[0]}:"))
+        raise ConfigError(
+            f"{project_name}:jobs: required; the stack file has {found} under the namespace "
+            f"'{others[0]}:' instead, but Pulumi.yaml names the project {project_name!r}; rename "
+            f"its keys to '{project_name}:...' (or the project back to {others[0]!r})"
+        )
+
+
 def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) -> ScheduleConfig:
     """Validate a stack's config map and return the schedule it describes.
 
@@ -150,6 +173,8 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
 
     prefix = f"{project_name}:"
     own = {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
+    if not own:
+        _refuse_another_namespace(values, project_name)
     reader = ConfigValues(own, prefix, PROJECT_KEYS)
     jobs = parse_jobs(reader)
     request_timeout = _request_timeout(reader, jobs)

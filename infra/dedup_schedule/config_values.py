@@ -9,10 +9,11 @@ is a single `ConfigError` whose message starts with the full key, for example
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dedup_schedule.config import ConfigError
@@ -37,7 +38,10 @@ class ConfigValues:
         for key in values:
             if key not in known:
                 hint = ", ".join(sorted(known))
-                raise ConfigError(f"{self.key(key)}: unknown key (known keys: {hint})")
+                raise ConfigError(
+                    f"{self.key(key)}: unknown key{did_you_mean(str(key), known)} "
+                    f"(known keys: {hint})"
+                )
 
     def key(self, name: str) -> str:
         return f"{self.path}.{name}" if self.path.endswith("]") else f"{self.path}{name}"
@@ -117,8 +121,9 @@ class ConfigValues:
         known = value in zones if zones else _loads_zone(value)
         if not known:
             raise ConfigError(
-                f"{self.key(name)}: {value!r} is not a tz database time zone "
-                "(such as 'UTC', 'Europe/Berlin' or 'America/New_York')"
+                f"{self.key(name)}: {value!r} is not a tz database time zone"
+                f"{did_you_mean(value, zones)} (such as 'UTC', 'Europe/Berlin' or "
+                "'America/New_York')"
             )
         return value
 
@@ -134,6 +139,13 @@ class ConfigValues:
             kind = "a list" if expected is list else "an object"
             raise ConfigError(f"{self.key(name)}: expected {kind}, got {value!r}")
         return value
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """'; did you mean X?' for the closest choice (case aside), or '' when none is close."""
+    by_folded = {choice.casefold(): choice for choice in choices}
+    close = difflib.get_close_matches(given.casefold(), by_folded, n=1, cutoff=0.6)
+    return f"; did you mean {by_folded[close[0]]!r}?" if close else ""
 
 
 def _accepts(valid: re.Pattern[str] | Callable[[str], bool], value: str) -> bool:

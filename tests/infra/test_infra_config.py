@@ -269,6 +269,44 @@ def test_bad_config_fails_with_a_message_naming_the_key(
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (minimal(maxInstance=3), "maxInstance: unknown key; did you mean 'maxInstances'?"),
+        (with_job(timezone="UTC"), "jobs[1].timezone: unknown key; did you mean 'timeZone'?"),
+        (
+            with_job(timeZone="Europe/Berln"),
+            "'Europe/Berln' is not a tz database time zone; did you mean 'Europe/Berlin'?",
+        ),
+        (with_job(timeZone="america/new_york"), "did you mean 'America/New_York'?"),
+    ],
+)
+def test_a_near_miss_suggests_the_closest_key_or_time_zone(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+
+    assert message in str(caught.value)
+
+
+def test_nothing_close_suggests_nothing() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(zzzzzz=1))
+
+    assert "did you mean" not in str(caught.value)
+
+
+def test_a_renamed_project_whose_stack_keeps_the_old_namespace_says_so() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(), "acme-billing")
+
+    message = str(caught.value)
+    assert message.startswith("acme-billing:jobs: required; the stack file has scheduler-dedup:")
+    assert "Pulumi.yaml names the project 'acme-billing'" in message
+    assert "rename its keys to 'acme-billing:...'" in message
+
+
 def test_groc_rejection_explains_how_to_write_it_in_cron() -> None:
     with pytest.raises(ConfigError, match=r"e\.g\. '\*/5 \* \* \* \*' for every 5 minutes"):
         parse_config(with_job(schedule="every 5 minutes"))
