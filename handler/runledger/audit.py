@@ -152,6 +152,8 @@ class AuditReport:
     # Findings an earlier audit reported whose runs are still not done: shown, not logged again.
     open: tuple[AuditFinding, ...] = ()
     deferred: int = 0  # settled runs left, unread, for the next audit (over READ_BUDGET)
+    # Runs between a watermark and the look-back's start: no audit ran in time to judge them.
+    expired: int = 0
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
@@ -312,6 +314,7 @@ class Audit:
         per_job = max(READ_BUDGET // max(len(judged), 1), 1)
         findings = list(base.findings)
         walks: list[_Walk] = []
+        expired = 0
         for schedule in judged:
             state = states[schedule.id]
             judged_to = None if state.mark is None else state.mark.judged_to
@@ -322,6 +325,8 @@ class Audit:
                 reason = f"{type(exc).__name__}: {exc}"
                 findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
                 continue
+            if judged_to is not None and judged_to < start:
+                expired += _expired(schedule, judged_to, start, state.epoch)
             kept = () if state.mark is None else state.mark.open
             # An open run older than the look-back leaves it: shown until then, then dropped.
             reopened = [run for run in kept if run.instants[-1] > start]
@@ -385,6 +390,7 @@ class Audit:
             paused_runs=sum(walk.paused_runs for walk in walks),
             open=tuple(item for items in still_open.values() for item in items),
             deferred=sum(walk.deferred for walk in walks),
+            expired=expired,
         )
 
     def _finding(
@@ -459,6 +465,15 @@ class _Walk:
                 left -= needs
             if not stopped:
                 self.judged_to = run.instants[-1]
+
+
+def _expired(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
+    """The job's times after its watermark that left the look-back before an audit judged them."""
+    try:
+        listed = schedule_times(job, judged_to, start)
+    except Exception:  # croniter's errors have no common base; the listing after says why
+        return 0
+    return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
 
 
 def _present(
@@ -552,7 +567,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
     for item in report.findings:
         counts[item.finding.value] += 1
     log_line(
-        "WARNING" if report.findings or report.open else "INFO",
+        "WARNING" if report.findings or report.open or report.expired else "INFO",
         summary_text(report),
         stream,
         outcome="audit_summary",
@@ -574,6 +589,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
         open=len(report.open),
         open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
         deferred=report.deferred,
+        expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
         **counts,
@@ -593,6 +609,8 @@ def summary_text(report: AuditReport) -> str:
         text += f"; {len(report.open)} reported earlier, still open"
     if report.deferred:
         text += f"; {report.deferred} settled run(s) left for the next audit"
+    if report.expired:
+        text += f"; {report.expired} run(s) left the look-back unjudged (no audit ran in time)"
     if report.paused:
         shown = ", ".join(item.describe() for item in report.paused)
         text += f"; paused (not run, not findings): {shown}"

@@ -194,3 +194,23 @@ def test_over_the_read_budget_the_rest_waits_behind_the_watermark_for_the_next_a
     summary = summary_of(second)
     assert (summary["checked"], summary["deferred"], summary["open"]) == (25, 0, 1)
     assert reported(second) == []
+
+
+def test_runs_that_leave_the_look_back_before_any_audit_judges_them_are_counted_not_lost(
+    firestore_store, capsys
+):
+    clock = FakeClock(T0 - timedelta(hours=6))
+    app, _ = hourly_app(firestore_store, clock)
+    run_hours(app, clock, range(7, 12))
+    move_to(clock, T0 + timedelta(minutes=1))
+    audit_delivery(app, clock, capsys)  # judged to 11:00
+    clock.advance(hours=12)  # no audit for 12 hours: the look-back is 6
+
+    lines = audit_delivery(app, clock, capsys)
+
+    summary = summary_of(lines)
+    # 12:00 to 18:00 left the look-back unjudged; 19:00 to 23:00 are judged: missed.
+    assert summary["expired"] == 7 * len(JOBS)
+    assert "84 run(s) left the look-back unjudged" in summary["message"]
+    assert summary["severity"] == "WARNING"
+    assert (summary["checked"], summary["missed"]) == (5 * len(JOBS), 5 * len(JOBS))
