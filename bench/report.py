@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import dupwait
+from bench import audit_steady, dupwait
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
@@ -112,6 +112,7 @@ class Report:
             self._coldstart(),
             self._ledger(),
             self._audit(),
+            audit_steady.section(self.samples.data.get("audit_steady"), self._table, self._target),
             self._targets(),
         ]
         return "\n\n".join(section for section in sections if section)
