@@ -405,7 +405,8 @@ class Report:
             "findings",
         ]
         title = (
-            "**Audit cost**: one audit by the handler's own code, in-process on a counted client; "
+            "**Audit cost**: one full-window audit, as `ops audit --since` runs it, in-process "
+            "on a counted client; "
             f"one read per job's epoch and per settled schedule time, {BATCH} keys per "
             "BatchGetDocuments, at most "
             f"{MAX_READS:,} reads (a larger audit is refused before reading); the ledger holds a "
