@@ -33,11 +33,17 @@ DEDUP_SCHEDULES, and the summary says so. Per job:
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
 
-Cost: one epoch read per job, and one document read per expected run, that is
-the sum over the N jobs of their schedule times in the window (two for a wall
-time a daylight-saving change repeats), in batches of `BATCH` keys.
-`expected.MAX_READS` caps one audit; a larger audit is refused, before it reads or
-writes anything, with a message saying how many reads it would take.
+Two ways to run. The handler's audit (`install_audit`) goes from each job's
+watermark (`runledger.watermarks`): it reads the watermark shards (at most one
+document per job), the runs settled since, and the runs still open, so each
+settled run is read once and each finding logged once; findings still open are
+carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
+runs; the rest wait behind the watermark for the next audit. The operator CLI
+judges its whole window each time from the epochs alone: one epoch read per job
+and one document read per expected run (two for a wall time a daylight-saving
+change repeats), in batches of `BATCH` keys; `expected.MAX_READS` caps it, and a
+larger one is refused, before it reads or writes anything, with a message
+saying how many reads it would take.
 
 The core is pure: the clock, the record reader, the epochs and the catch-up
 runner are injected, so it runs the same in the handler (which records
@@ -331,7 +337,10 @@ class Audit:
             kept = () if state.mark is None else state.mark.open
             # An open run older than the look-back leaves it: shown until then, then dropped.
             reopened = [run for run in kept if run.instants[-1] > start]
-            walk = _Walk(schedule, state.epoch, judged_to, reopened)
+            # Open runs are read again within the job's share too, oldest first; the
+            # rest stay open as last judged, shown in the summary, read by a later audit.
+            walk = _Walk(schedule, state.epoch, judged_to, reopened[:per_job])
+            walk.carried = reopened[per_job:]
             walk.advance(listed, pauses, now, self._lease, per_job)
             walks.append(walk)
         keys = self._keys(
@@ -365,6 +374,13 @@ class Audit:
                 else:
                     item = self._finding(job, when, finding, record, now)
                     reported.setdefault(job.id, []).append(item)
+            for run in walk.carried:
+                keep.append(run)
+                if run.finding is not None:
+                    when = run.instants[0]
+                    identity = self.identity(job.id, when)
+                    item = AuditFinding(job.id, when, Finding(run.finding), identity.key, None)
+                    still_open.setdefault(job.id, []).append(item)
             keep.sort(key=lambda run: run.instants)
             mark = JobMark(
                 job.schedule,
@@ -429,6 +445,7 @@ class _Walk:
         self.judged_to = judged_to
         self.reopened = reopened
         self.new: list[ExpectedRun] = []
+        self.carried: list[OpenRun] = []  # open runs over the budget: kept unread
         self.pending = self.before_epoch = self.paused_runs = self.deferred = 0
 
     def advance(

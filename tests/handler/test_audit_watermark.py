@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -24,13 +25,13 @@ def hourly_app(firestore_store, clock: FakeClock) -> tuple[App, AuditSettings]:
     return audit_app(firestore_store, {job: lambda ctx: None for job in JOBS}, clock, raw)
 
 
-def run_hours(app: App, clock: FakeClock, hours: range, skip: tuple = ()) -> None:
-    """Deliver each job's run of each hour, on time, except `skip` (job, time)."""
+def run_hours(app: App, clock: FakeClock, hours: range, skip: Collection[tuple] = ()) -> None:
+    """Deliver each job's run of each hour, on time, except those in `skip` (job, time)."""
     for hour in hours:
         when = T0.replace(hour=hour)
         move_to(clock, when + timedelta(seconds=5))
         for job in JOBS:
-            if (job, when) != skip:
+            if (job, when) not in skip:
                 deliver(app, scheduler_headers(job=job, schedule_time=stamp(when)))
 
 
@@ -62,7 +63,7 @@ def test_a_second_audit_reads_at_most_one_document_per_job_and_reports_nothing_t
 ):
     clock = FakeClock(T0 - timedelta(hours=6))
     app, config = hourly_app(firestore_store, clock)
-    run_hours(app, clock, range(7, 13), skip=MISSED)
+    run_hours(app, clock, range(7, 13), skip={MISSED})
     move_to(clock, T0 + timedelta(minutes=1))
 
     first = audit_delivery(app, clock, capsys)
@@ -103,7 +104,7 @@ def test_a_finding_whose_run_turns_out_worse_is_reported_again_as_what_it_is_now
 ):
     clock = FakeClock(T0 - timedelta(hours=6))
     app, _ = hourly_app(firestore_store, clock)
-    run_hours(app, clock, range(7, 12), skip=MISSED)
+    run_hours(app, clock, range(7, 12), skip={MISSED})
     move_to(clock, T0 + timedelta(minutes=1))
     assert reported(audit_delivery(app, clock, capsys)) == [
         ("run_missed", "etl-03", "2026-10-16T09:00:00Z")
@@ -141,7 +142,7 @@ def test_two_audits_racing_report_each_finding_once_and_the_watermark_never_goes
 ):
     clock = FakeClock(T0 - timedelta(hours=6))
     app, config = hourly_app(firestore_store, clock)
-    run_hours(app, clock, range(7, 12), skip=MISSED)
+    run_hours(app, clock, range(7, 12), skip={MISSED})
     move_to(clock, T0 + timedelta(minutes=1))
     barrier = threading.Barrier(2)
     reports: list = []
@@ -181,7 +182,7 @@ def test_over_the_read_budget_the_rest_waits_behind_the_watermark_for_the_next_a
 ):
     clock = FakeClock(T0 - timedelta(hours=6))
     app, _ = hourly_app(firestore_store, clock)
-    run_hours(app, clock, range(7, 12), skip=MISSED)
+    run_hours(app, clock, range(7, 12), skip={MISSED})
     move_to(clock, T0 + timedelta(minutes=1))
     monkeypatch.setattr(audit_module, "READ_BUDGET", 3 * len(JOBS))
 
@@ -214,3 +215,49 @@ def test_runs_that_leave_the_look_back_before_any_audit_judges_them_are_counted_
     assert "84 run(s) left the look-back unjudged" in summary["message"]
     assert summary["severity"] == "WARNING"
     assert (summary["checked"], summary["missed"]) == (5 * len(JOBS), 5 * len(JOBS))
+
+
+def test_open_runs_over_the_budget_stay_open_unread_and_are_read_by_a_later_audit(
+    firestore_store, capsys, monkeypatch
+):
+    clock = FakeClock(T0 - timedelta(hours=6))
+    app, _ = hourly_app(firestore_store, clock)
+    run_hours(app, clock, range(7, 13), skip={MISSED})
+    move_to(clock, T0 + timedelta(minutes=1))
+    first = audit_delivery(app, clock, capsys)
+    assert summary_of(first)["missed"] == 1
+    monkeypatch.setattr(audit_module, "READ_BUDGET", 0)  # a share of one run a job
+    deliver(app, scheduler_headers(job="etl-03", schedule_time=stamp(MISSED[1])))
+    move_to(clock, T0 + timedelta(hours=1))
+
+    second = summary_of(audit_delivery(app, clock, capsys))
+
+    # etl-03's one read went to its open 09:00 run (now completed): its 12:00 run waits.
+    assert (second["open"], second["deferred"], second["checked"]) == (0, 1, len(JOBS))
+    clock.advance(seconds=60)
+    third = summary_of(audit_delivery(app, clock, capsys))
+    assert (third["open"], third["deferred"], third["checked"]) == (0, 0, 1)
+
+
+def test_open_findings_over_the_budget_are_shown_as_last_judged_without_a_read(
+    firestore_store, capsys, monkeypatch
+):
+    clock = FakeClock(T0 - timedelta(hours=6))
+    app, config = hourly_app(firestore_store, clock)
+    later = ("etl-03", T0.replace(hour=10))
+    run_hours(app, clock, range(7, 13), skip={MISSED, later})
+    move_to(clock, T0 + timedelta(minutes=1))
+    assert summary_of(audit_delivery(app, clock, capsys))["missed"] == 2
+    monkeypatch.setattr(audit_module, "READ_BUDGET", 0)  # a share of one run a job
+    move_to(clock, T0 + timedelta(hours=1))
+
+    summary = summary_of(audit_delivery(app, clock, capsys))
+
+    # etl-03 reads its oldest open run (still missed); the other is carried unread.
+    shards = len({shard_key(config.project, config.region, job) for job in JOBS})
+    assert (summary["reads"], summary["checked"], summary["deferred"]) == (shards + 12, 12, 1)
+    assert (summary["findings"], summary["open"]) == (0, 2)
+    assert [entry["schedule_time"] for entry in summary["open_findings"]] == [
+        "2026-10-16T09:00:00Z",
+        "2026-10-16T10:00:00Z",
+    ]
