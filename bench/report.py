@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import dupwait
+from bench import audit_steady, dupwait
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
@@ -112,6 +112,7 @@ class Report:
             self._coldstart(),
             self._ledger(),
             self._audit(),
+            audit_steady.section(self.samples.data.get("audit_steady"), self._table, self._target),
             self._targets(),
         ]
         return "\n\n".join(section for section in sections if section)
@@ -404,7 +405,8 @@ class Report:
             "findings",
         ]
         title = (
-            "**Audit cost**: one audit by the handler's own code, in-process on a counted client; "
+            "**Audit cost**: one full-window audit, as `ops audit --since` runs it, in-process "
+            "on a counted client; "
             f"one read per job's epoch and per settled schedule time, {BATCH} keys per "
             "BatchGetDocuments, at most "
             f"{MAX_READS:,} reads (a larger audit is refused before reading); the ledger holds a "

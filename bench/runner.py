@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from google.cloud import firestore
 
 from bench import REPO_ROOT, dupwait
 from bench.audit_cost import AuditSize, measure_audit
+from bench.audit_steady import SteadySize, measure_steady
 from bench.bench_jobs import EXEC_LOG_ENV, GROWTH_JOBS
 from bench.coldstart import probe
 from bench.contention import storm
@@ -95,14 +97,21 @@ class BenchConfig:
     rtt_warmup_deliveries: int = 100
     # Echo round trips per repetition that calibrate a link (relay overhead included).
     link_echo_count: int = 100
-    # One audit's cost (jobs, every N minutes, look-back hours), each timed `reps` times.
-    # 300 jobs over 6 h (21,600 reads) is over runledger.expected.MAX_READS and refused;
-    # over 5 h (18,000) it fits.
+    # One full-window audit's cost (`ops audit --since`: jobs, every N minutes, look-back
+    # hours), each timed `reps` times. 300 jobs over 6 h (21,600 reads) is over
+    # runledger.expected.MAX_READS and refused; over 5 h (18,000) it fits.
     audit_sizes: tuple[AuditSize, ...] = (
         AuditSize(10, 5, 6),
         AuditSize(100, 5, 6),
         AuditSize(300, 5, 6),
         AuditSize(300, 5, 5),
+    )
+    # The handler's audit from its watermarks, once each (an audit moves them on):
+    # steady state, and the first audit after a 6-hour audit outage.
+    steady_sizes: tuple[SteadySize, ...] = (
+        SteadySize(1000, 5),
+        SteadySize(5000, 5),
+        SteadySize(5000, 5, timedelta(hours=6)),
     )
 
     @classmethod
@@ -122,6 +131,7 @@ class BenchConfig:
             growth=((1, 3), (2, 3)),
             rtt_warmup_deliveries=20,
             audit_sizes=(AuditSize(10, 5, 6), AuditSize(100, 5, 1), AuditSize(300, 5, 6)),
+            steady_sizes=(SteadySize(1000, 5), SteadySize(1000, 5, timedelta(hours=6))),
         )
 
 
@@ -320,4 +330,8 @@ def _measure(
         progress(f"audit: {audit_size.label}")
         for cost in measure_audit(audit_size, counted, rpc, ops, setup_client, config.reps):
             samples.add("audit", audit_size.label, "handler", asdict(cost))
+    for steady_size in config.steady_sizes:
+        progress(f"audit from watermarks: {steady_size.label}")
+        for steady in measure_steady(steady_size, counted, rpc, ops, setup_client):
+            samples.add("audit_steady", steady_size.label, "handler", asdict(steady))
     return samples

@@ -33,11 +33,17 @@ DEDUP_SCHEDULES, and the summary says so. Per job:
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
 
-Cost: one epoch read per job, and one document read per expected run, that is
-the sum over the N jobs of their schedule times in the window (two for a wall
-time a daylight-saving change repeats), in batches of `BATCH` keys.
-`expected.MAX_READS` caps one audit; a larger audit is refused, before it reads or
-writes anything, with a message saying how many reads it would take.
+Two ways to run. The handler's audit (`install_audit`) goes from each job's
+watermark (`runledger.watermarks`): it reads the watermark shards (at most one
+document per job), the runs settled since, and the runs still open, so each
+settled run is read once and each finding logged once; findings still open are
+carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
+runs; the rest wait behind the watermark for the next audit. The operator CLI
+judges its whole window each time from the epochs alone: one epoch read per job
+and one document read per expected run (two for a wall time a daylight-saving
+change repeats), in batches of `BATCH` keys; `expected.MAX_READS` caps it, and a
+larger one is refused, before it reads or writes anything, with a message
+saying how many reads it would take.
 
 The core is pure: the clock, the record reader, the epochs and the catch-up
 runner are injected, so it runs the same in the handler (which records
@@ -47,18 +53,19 @@ epochs), in the CLI (which only reads them) and in tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any
 
 from runledger.delivery import run_key
-from runledger.expected import ExpectedRun, listed_runs
+from runledger.expected import ExpectedRun, listed_runs, schedule_times
 from runledger.ledger import RunIdentity, may_take_over
 from runledger.log import log_line
 from runledger.record import RunRecord, Status
 from runledger.scheduler_state import Lister, LiveJob, SchedulerUnreadable
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
+from runledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
 
 if TYPE_CHECKING:
     from runledger.app import App
@@ -66,6 +73,11 @@ if TYPE_CHECKING:
 
 # Keys per batch read: one BatchGetDocuments call each.
 BATCH = 300
+# Run documents the handler's audit reads at most, shared evenly by its jobs
+# (at least one run each); settled runs beyond a job's share wait, unjudged and
+# behind its watermark, for the next audit. 5,000 jobs every 5 minutes need 6
+# reads a job per 30-minute audit; their share is 10, so a backlog drains too.
+READ_BUDGET = 50_000
 
 
 class Finding(StrEnum):
@@ -141,8 +153,13 @@ class AuditReport:
     checked: int  # schedule times that had settled and were judged
     pending: int  # schedule times still inside their retry window
     before_epoch: int  # schedule times before their job's epoch: never judged
-    reads: int  # documents read: the jobs' epochs and the settled runs
+    reads: int  # documents read: epochs or watermarks, and the runs judged
     findings: list[AuditFinding] = field(default_factory=list)
+    # Findings an earlier audit reported whose runs are still not done: shown, not logged again.
+    open: tuple[AuditFinding, ...] = ()
+    deferred: int = 0  # settled runs left, unread, for the next audit (over READ_BUDGET)
+    # Runs between a watermark and the look-back's start: no audit ran in time to judge them.
+    expired: int = 0
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
@@ -188,15 +205,20 @@ class Audit:
         lease: timedelta,
         read: Reader,
         clock: Callable[[], datetime],
-        epochs: Epochs,
+        epochs: Epochs | None = None,
         catch_up: Callable[[RunIdentity], str] | None = None,
         live: Lister | None = None,
+        marks: LedgerMarks | None = None,
     ) -> None:
+        """Exactly one of `epochs` (judge the whole look-back) and `marks` (from the watermarks)."""
+        if (epochs is None) == (marks is None):
+            raise TypeError("Audit takes exactly one of epochs and marks")
         self._settings = settings
         self._lease = lease
         self._read = read
         self._clock = clock
         self._epochs = epochs
+        self._marks = marks
         self._catch_up = catch_up
         self._live = live
 
@@ -232,6 +254,21 @@ class Audit:
             if schedule.paused if state is None else state.paused:
                 paused.append(PausedJob(schedule.id, None if state is None else state.since))
             judged.append(schedule)
+        base = AuditReport(
+            window_start=start,
+            window_end=now,
+            jobs=len(schedules),
+            checked=0,
+            pending=0,
+            before_epoch=0,
+            reads=0,
+            findings=findings,
+            paused=tuple(paused),
+            scheduler_unread=unread,
+        )
+        if self._marks is not None:
+            return self._run_marked(self._marks, base, judged)
+        assert self._epochs is not None  # one of the two, checked on construction
         listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
         for job_id, reason in failures.items():
             findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
@@ -241,40 +278,136 @@ class Audit:
         held = [run for run in runs if _paused_at(run, pauses)]
         runs = [run for run in runs if not _paused_at(run, pauses)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
-        keys = {
-            (run.job.id, instant): self.identity(run.job.id, instant).key
-            for run in settled
-            for instant in run.instants
-        }
-        wanted = list(keys.values())
-        records: dict[str, RunRecord] = {}
-        for offset in range(0, len(wanted), BATCH):
-            records.update(self._read(wanted[offset : offset + BATCH]))
+        keys = self._keys(settled)
+        records = self._read_all(list(keys.values()))
         for run in settled:
-            present = [
-                (instant, records[keys[run.job.id, instant]])
-                for instant in run.instants
-                if keys[run.job.id, instant] in records
-                # past expire_at a record is as good as absent (TTL deletion is lazy)
-                and not records[keys[run.job.id, instant]].is_expired(now)
-            ]
+            present = _present(run, records, keys, now)
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
                 when = present[0][0] if present else run.schedule_time
                 record = present[0][1] if present else None
                 findings.append(self._finding(run.job, when, finding, record, now))
-        return AuditReport(
-            window_start=start,
-            window_end=now,
-            jobs=len(schedules),
+        return replace(
+            base,
             checked=len(settled),
             pending=len(runs) - len(settled),
             before_epoch=len(listed) - len(runs) - len(held),
-            reads=len(judged) + len(wanted),
-            findings=findings,
-            paused=tuple(paused),
+            reads=len(judged) + len(keys),
             paused_runs=len(held),
-            scheduler_unread=unread,
+        )
+
+    def _keys(self, runs: Sequence[ExpectedRun]) -> dict[tuple[str, datetime], str]:
+        """The run key of every instant of `runs`, by (job, instant)."""
+        return {
+            (run.job.id, instant): self.identity(run.job.id, instant).key
+            for run in runs
+            for instant in run.instants
+        }
+
+    def _read_all(self, wanted: Sequence[str]) -> dict[str, RunRecord]:
+        records: dict[str, RunRecord] = {}
+        for offset in range(0, len(wanted), BATCH):
+            records.update(self._read(wanted[offset : offset + BATCH]))
+        return records
+
+    def _run_marked(
+        self, marks: LedgerMarks, base: AuditReport, judged: Sequence[JobSchedule]
+    ) -> AuditReport:
+        """The handler's audit: from each job's watermark, each settled run judged once."""
+        now, start = base.window_end, base.window_start
+        states = marks.load(judged, now) if judged else {}
+        pauses = {item.job: item.since for item in base.paused}
+        per_job = max(READ_BUDGET // max(len(judged), 1), 1)
+        findings = list(base.findings)
+        walks: list[_Walk] = []
+        expired = 0
+        listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]] = {}
+        for schedule in judged:
+            state = states[schedule.id]
+            judged_to = None if state.mark is None else state.mark.judged_to
+            begin = start if judged_to is None else max(start, judged_to)
+            try:
+                listed = _listed(listings, schedule, begin, now)
+            except Exception as exc:  # croniter's errors have no common base
+                reason = f"{type(exc).__name__}: {exc}"
+                findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
+                continue
+            if judged_to is not None and judged_to < start:
+                expired += _expired(schedule, judged_to, start, state.epoch)
+            kept = () if state.mark is None else state.mark.open
+            # An open run older than the look-back leaves it: shown until then, then dropped.
+            reopened = [run for run in kept if run.instants[-1] > start]
+            # Open runs are read again within the job's share too, oldest first; the
+            # rest stay open as last judged, shown in the summary, read by a later audit.
+            walk = _Walk(schedule, state.epoch, judged_to, reopened[:per_job])
+            walk.carried = reopened[per_job:]
+            walk.advance(listed, pauses, now, self._lease, per_job)
+            walks.append(walk)
+        keys = self._keys(
+            [run for walk in walks for run in walk.new]
+            + [ExpectedRun(walk.job, run.instants) for walk in walks for run in walk.reopened]
+        )
+        records = self._read_all(list(keys.values()))
+        new_marks: dict[str, JobMark] = {}
+        reported: dict[str, list[AuditFinding]] = {}
+        still_open: dict[str, list[AuditFinding]] = {}
+        for walk in walks:
+            job = walk.job
+            keep: list[OpenRun] = []
+            looked = [(ExpectedRun(job, run.instants), run.finding) for run in walk.reopened]
+            looked += [(run, None) for run in walk.new]
+            for run, before in looked:
+                present = _present(run, records, keys, now)
+                found = [record for _, record in present]
+                finding = judge(run, found, now, self._lease)
+                if finding is None:
+                    if not any(record.status is Status.COMPLETED for record in found):
+                        keep.append(OpenRun(run.instants, None))  # a live lease: look again
+                    continue
+                keep.append(OpenRun(run.instants, finding.value))
+                when = present[0][0] if present else run.schedule_time
+                record = present[0][1] if present else None
+                if finding.value == before:  # reported by an earlier audit: shown, not logged
+                    identity = self.identity(job.id, when)
+                    item = AuditFinding(job.id, when, finding, identity.key, record)
+                    still_open.setdefault(job.id, []).append(item)
+                else:
+                    item = self._finding(job, when, finding, record, now)
+                    reported.setdefault(job.id, []).append(item)
+            for run in walk.carried:
+                keep.append(run)
+                if run.finding is not None:
+                    when = run.instants[0]
+                    identity = self.identity(job.id, when)
+                    item = AuditFinding(job.id, when, Finding(run.finding), identity.key, None)
+                    still_open.setdefault(job.id, []).append(item)
+            keep.sort(key=lambda run: run.instants)
+            mark = JobMark(
+                job.schedule,
+                job.time_zone,
+                walk.epoch,
+                walk.judged_to,
+                tuple(keep[-MAX_OPEN_PER_JOB:]),
+            )
+            old = states[job.id].mark
+            if mark != old:
+                new_marks[job.id] = mark
+        lost = marks.save(new_marks) if new_marks else set()
+        # What a concurrent audit judged first is its to report: drop this audit's view of it.
+        for job_id in lost:
+            reported.pop(job_id, None)
+            still_open.pop(job_id, None)
+        return replace(
+            base,
+            findings=findings + [item for items in reported.values() for item in items],
+            checked=sum(len(walk.new) + len(walk.reopened) for walk in walks),
+            pending=sum(walk.pending for walk in walks),
+            before_epoch=sum(walk.before_epoch for walk in walks),
+            reads=marks.reads + len(keys),
+            paused_runs=sum(walk.paused_runs for walk in walks),
+            open=tuple(item for items in still_open.values() for item in items),
+            deferred=sum(walk.deferred for walk in walks),
+            expired=expired,
         )
 
     def _finding(
@@ -295,6 +428,103 @@ class Audit:
         ):
             catch_up = self._catch_up(identity)
         return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
+
+
+class _Walk:
+    """One job's way from its watermark: the runs this audit reads and where it stops."""
+
+    def __init__(
+        self,
+        job: JobSchedule,
+        epoch: datetime,
+        judged_to: datetime | None,
+        reopened: list[OpenRun],
+    ) -> None:
+        self.job = job
+        self.epoch = epoch
+        self.judged_to = judged_to
+        self.reopened = reopened
+        self.new: list[ExpectedRun] = []
+        self.carried: list[OpenRun] = []  # open runs over the budget: kept unread
+        self.pending = self.before_epoch = self.paused_runs = self.deferred = 0
+
+    def advance(
+        self,
+        listed: Sequence[ExpectedRun],
+        pauses: Mapping[str, datetime | None],
+        now: datetime,
+        lease: timedelta,
+        budget: int,
+    ) -> None:
+        """Pass the settled runs in order, up to `budget` reads; the watermark ends at the last.
+
+        Times before the epoch and paused times are passed without a read. The
+        first run not yet settled, or over the budget, stops the watermark: it
+        and every later run are looked at again by the next audit.
+        """
+        left = budget - sum(len(run.instants) for run in self.reopened)
+        stopped = False
+        for run in listed:
+            before = run.schedule_time < self.epoch
+            held = not before and _paused_at(run, pauses)
+            settled = run.settles_at(lease) <= now
+            needs = 0 if before or held else len(run.instants)
+            stopped = stopped or not settled or (needs > 0 and needs > max(left, 0))
+            if before:
+                self.before_epoch += 1
+            elif held:
+                self.paused_runs += 1
+            elif not settled:
+                self.pending += 1
+            elif stopped:
+                self.deferred += 1
+            else:
+                self.new.append(run)
+                left -= needs
+            if not stopped:
+                self.judged_to = run.instants[-1]
+
+
+def _listed(
+    listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]],
+    job: JobSchedule,
+    begin: datetime,
+    end: datetime,
+) -> list[ExpectedRun]:
+    """`job`'s times in (begin, end], listed once per schedule, zone and start in one audit.
+
+    Jobs on one cron line judged to one instant (the usual steady state) share
+    the listing, which is most of an audit's CPU otherwise.
+    """
+    key = (job.schedule, job.time_zone, begin)
+    if key not in listings:
+        listings[key] = [run.instants for run in schedule_times(job, begin, end)]
+    return [ExpectedRun(job, instants) for instants in listings[key]]
+
+
+def _expired(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
+    """The job's times after its watermark that left the look-back before an audit judged them."""
+    try:
+        listed = schedule_times(job, judged_to, start)
+    except Exception:  # croniter's errors have no common base; the listing after says why
+        return 0
+    return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
+
+
+def _present(
+    run: ExpectedRun,
+    records: Mapping[str, RunRecord],
+    keys: Mapping[tuple[str, datetime], str],
+    now: datetime,
+) -> list[tuple[datetime, RunRecord]]:
+    """The run's unexpired records, by the instant each was stamped with."""
+    return [
+        (instant, records[keys[run.job.id, instant]])
+        for instant in run.instants
+        if keys[run.job.id, instant] in records
+        # past expire_at a record is as good as absent (TTL deletion is lazy)
+        and not records[keys[run.job.id, instant]].is_expired(now)
+    ]
 
 
 def _drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
@@ -325,6 +555,9 @@ def _paused_at(run: ExpectedRun, pauses: Mapping[str, datetime | None]) -> bool:
     since = pauses[run.job.id]
     return since is None or run.instants[-1] >= since
 
+
+# Still-open findings the summary line lists by name (all are counted in `open`).
+OPEN_SHOWN = 50
 
 _SEVERITY = {
     Finding.MISSED: "ERROR",
@@ -369,7 +602,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
     for item in report.findings:
         counts[item.finding.value] += 1
     log_line(
-        "WARNING" if report.findings else "INFO",
+        "WARNING" if report.findings or report.open or report.expired else "INFO",
         summary_text(report),
         stream,
         outcome="audit_summary",
@@ -388,15 +621,31 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             for item in report.paused
         ],
         paused_runs=report.paused_runs,
+        open=len(report.open),
+        open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
+        deferred=report.deferred,
+        expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
         **counts,
     )
 
 
+def _open_entry(item: AuditFinding) -> dict[str, Any]:
+    """A still-open finding as the summary lists it."""
+    when = None if item.schedule_time is None else rfc3339(item.schedule_time)
+    return {"job": item.job, "schedule_time": when, "finding": item.finding.value}
+
+
 def summary_text(report: AuditReport) -> str:
     """The summary's words: findings, the paused jobs (not findings), where job states came from."""
     text = f"audit: {len(report.findings)} finding(s) in {report.checked} scheduled run(s)"
+    if report.open:
+        text += f"; {len(report.open)} reported earlier, still open"
+    if report.deferred:
+        text += f"; {report.deferred} settled run(s) left for the next audit"
+    if report.expired:
+        text += f"; {report.expired} run(s) left the look-back unjudged (no audit ran in time)"
     if report.paused:
         shown = ", ".join(item.describe() for item in report.paused)
         text += f"; paused (not run, not findings): {shown}"
@@ -405,6 +654,8 @@ def summary_text(report: AuditReport) -> str:
 
 def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
     """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
+
+    It audits from the watermarks (`runledger.watermarks`): each settled run read once.
 
     The stack's audit Scheduler job delivers under `settings.job` (DEDUP_AUDIT_JOB);
     the audit then runs as that run's job, so two deliveries of one audit time audit once. Each
@@ -423,11 +674,9 @@ def install_audit(app: App, settings: AuditSettings, live: Lister | None = None)
             lease=app.settings.lease,
             read=app.ledger.read_many,
             clock=app.ledger.now,
-            epochs=lambda schedules, now: app.ledger.audit_epochs(
-                settings.project, settings.region, schedules, now
-            ),
             catch_up=catch_up,
             live=live,
+            marks=app.ledger.audit_marks(settings.project, settings.region),
         )
         log_report(audit.run(), job=settings.job)
 

@@ -25,6 +25,7 @@ from runledger.exceptions import (
 )
 from runledger.facts import WORK_COLLECTION
 from runledger.record import RunRecord, Versioned
+from runledger.watermarks import StoredShard
 from runledger.workitem import StoredItem, WorkItem
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ CALL_DEADLINE_S = 8.0
 # set per ledger collection, and in no collection group a TTL policy covers.
 AUDIT_COLLECTION = "runledger_audit"
 EPOCH_COLLECTION = "epochs"
+# The audit's watermark shards (`runledger.watermarks`), beside the epochs.
+WATERMARK_COLLECTION = "watermarks"
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
 
 
@@ -88,9 +91,9 @@ class FirestoreRunStore:
     def __init__(self, client: firestore.Client, collection: str) -> None:
         self._client = client
         self._collection = client.collection(collection)
-        self._epochs = (
-            client.collection(AUDIT_COLLECTION).document(collection).collection(EPOCH_COLLECTION)
-        )
+        audit = client.collection(AUDIT_COLLECTION).document(collection)
+        self._epochs = audit.collection(EPOCH_COLLECTION)
+        self._shards = audit.collection(WATERMARK_COLLECTION)
 
     def get(self, key: str) -> Versioned | None:
         with _unavailable_on_transport_errors():
@@ -212,6 +215,39 @@ class FirestoreRunStore:
             try:
                 result = self._epochs.document(key).update(
                     epoch.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time
+
+    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
+        refs = [self._shards.document(key) for key in keys]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredShard.from_document(snapshot.to_dict(), snapshot.update_time)
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_shard(self, key: str, shard: StoredShard) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._shards.document(key).create(
+                    shard.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
+        # As replace_epoch: every field, at the update time read; the one map
+        # field `jobs` is replaced whole, so a job's mark is never half-merged.
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._shards.document(key).update(
+                    shard.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
                 )
             except (gexc.FailedPrecondition, gexc.NotFound) as exc:
                 raise VersionConflict(key) from exc

@@ -26,6 +26,7 @@ from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, Vers
 from runledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
 from runledger.schedules import JobSchedule
 from runledger.store import AuditStore, RunStore, WorkStore
+from runledger.watermarks import LedgerMarks
 from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 
 # Instances' clocks may disagree by up to this much (Cloud Run hosts are
@@ -174,6 +175,12 @@ class Ledger:
         if not isinstance(self._store, AuditStore):
             raise TypeError(f"{type(self._store).__name__} cannot keep audit epochs")
         return record_epochs(self._store, project, region, schedules, now)
+
+    def audit_marks(self, project: str, region: str) -> LedgerMarks:
+        """The audit's watermarks (`runledger.watermarks`), for one audit to load and save."""
+        if not isinstance(self._store, AuditStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep audit watermarks")
+        return LedgerMarks(self._store, project, region)
 
     def expire_at(self, schedule_time: datetime) -> datetime:
         """When a run's record, and everything kept with it, may be deleted by TTL."""

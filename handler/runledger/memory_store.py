@@ -15,6 +15,7 @@ from typing import Any
 from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.record import RunRecord, Versioned
+from runledger.watermarks import StoredShard
 from runledger.workitem import StoredItem, WorkItem, plain_value
 
 
@@ -25,6 +26,8 @@ class MemoryRunStore:
         self._items: dict[tuple[str, str], StoredItem] = {}
         # The audit's epochs, by key: apart from the runs, as on Firestore.
         self._epochs: dict[str, StoredEpoch] = {}
+        # The audit's watermark shards, by key: kept like the epochs.
+        self._shards: dict[str, StoredShard] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -102,6 +105,28 @@ class MemoryRunStore:
     def _put_epoch(self, key: str, epoch: AuditEpoch) -> int:
         version = next(self._versions)
         self._epochs[key] = StoredEpoch(epoch, version)
+        return version
+
+    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
+        with self._lock:
+            return {key: self._shards[key] for key in keys if key in self._shards}
+
+    def create_shard(self, key: str, shard: StoredShard) -> Any:
+        with self._lock:
+            if key in self._shards:
+                raise RecordExists(key)
+            return self._put_shard(key, shard)
+
+    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
+        with self._lock:
+            current = self._shards.get(key)
+            if current is None or current.version != version:
+                raise VersionConflict(key)
+            return self._put_shard(key, shard)
+
+    def _put_shard(self, key: str, shard: StoredShard) -> int:
+        version = next(self._versions)
+        self._shards[key] = StoredShard(dict(shard.marks), version)
         return version
 
     def _checked(self, key: str, version: Any) -> Versioned:

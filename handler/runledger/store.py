@@ -3,10 +3,12 @@
 A run store reads, creates and compare-and-sets one record per run; a work
 store adds a run's items: a batched read, and a fenced create or delete that
 commits with a change to the run; an audit store keeps the audit's epoch per
-job (`runledger.epochs`) with the same three primitives, on documents of their
-own. Every write that follows a claim is fenced by the version the claimant
-last saw, so a store only needs atomic create and compare-and-set; no
-transactions. `runledger.ledger.Ledger` is their one caller for writes.
+job (`runledger.epochs`) and its watermarks (`runledger.watermarks`) with the
+same three primitives, on documents of their own. Every write that follows a
+claim is fenced by the version the claimant last saw, so a store only needs
+atomic create and compare-and-set; no transactions. `runledger.ledger.Ledger`
+is their one caller for writes (it hands the audit's stores to `epochs` and
+`watermarks`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.record import RunRecord, Versioned
+from runledger.watermarks import StoredShard
 from runledger.workitem import StoredItem, WorkItem
 
 
@@ -82,3 +85,12 @@ class AuditStore(Protocol):
 
     def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
         """Overwrite the epoch if still at `version`; raise VersionConflict if not (or gone)."""
+
+    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
+        """The watermark shards among `keys` that exist, by key, in one round trip."""
+
+    def create_shard(self, key: str, shard: StoredShard) -> Any:
+        """Write a new shard and return its version; raise RecordExists if the key is taken."""
+
+    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
+        """Overwrite the shard if still at `version`; raise VersionConflict if not (or gone)."""

@@ -9,10 +9,13 @@ the relay really delays every RPC.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from bench import dupwait
 from bench.audit_cost import MISSING_EVERY, AuditSize
+from bench.audit_steady import SteadySize
 from bench.report import Report
 from bench.rpcs import DUP_COMPLETED, DUP_IN_PROGRESS, FIRST, RECLAIM
 from bench.runner import DUP_STREAM, FIRST_STREAM, BenchConfig, rtt_variant, run_bench
@@ -36,6 +39,7 @@ TINY = BenchConfig(
     rtt_warmup_deliveries=3,
     link_echo_count=10,
     audit_sizes=(AuditSize(5, 5, 2), AuditSize(300, 5, 6)),
+    steady_sizes=(SteadySize(20, 5), SteadySize(20, 5, timedelta(hours=6))),
 )
 
 
@@ -97,6 +101,18 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     assert large["refused"] and "20000 reads" in large["refused"]
     assert (large["reads"], large["rpcs"], large["expected_runs"]) == (0, 0, 21_600)
 
+    # The handler's audit from its watermarks: each run settled since the last audit read
+    # once, plus at most one shard per job; right after, only the shards and the open findings.
+    steady, again = samples.data["audit_steady"][SteadySize(20, 5).label]["handler"]
+    assert steady["scheduled"] == steady["checked"] == 20 * 6
+    assert steady["checked"] < steady["reads"] <= steady["checked"] + 20
+    assert 0 < steady["writes"] <= 20
+    assert steady["findings"] == steady["checked"] // MISSING_EVERY
+    assert (again["findings"], again["writes"], again["checked"]) == (0, 0, steady["findings"])
+    assert again["reads"] <= 20 + steady["findings"]
+    (outage,) = samples.data["audit_steady"][SteadySize(20, 5, timedelta(hours=6)).label]["handler"]
+    assert outage["checked"] == outage["scheduled"] >= 20 * 70 and outage["deferred"] == 0
+
     table = Report(samples).markdown()
     for section in (
         "RPCs per delivery",
@@ -105,6 +121,7 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
         "latency",
         "Cold start",
         "Audit cost",
+        "Audit from watermarks",
         "Targets",
     ):
         assert section in table

@@ -1,11 +1,12 @@
 """The run store primitives (get, batch get, create, fenced update) act alike everywhere,
-and so do the audit store's (the audit's epochs).
+and so do the audit store's (the audit's epochs and watermark shards).
 
 Each test runs on the Firestore emulator and on the in-memory store.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from runledger.epochs import AuditEpoch
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.record import Status
+from runledger.watermarks import JobMark, OpenRun, StoredShard
 from tests.handler.support import T0
 from tests.handler.support import run_record as record
 
@@ -101,3 +103,45 @@ def test_epochs_are_not_runs(store):
     store.create_epoch("k1", EPOCH)
     assert store.get("k1") is None
     assert store.get_many(["k1"]) == {}
+
+
+# The audit's watermark shards (`runledger.watermarks`).
+MARK = JobMark(
+    "0 * * * *",
+    "Europe/Berlin",
+    T0,
+    T0 + timedelta(hours=3),
+    (
+        OpenRun((T0 + timedelta(hours=1),), "missed"),
+        OpenRun((T0 + timedelta(hours=2), T0 + timedelta(hours=3)), None),
+    ),
+)
+
+
+def test_a_shard_round_trips_every_mark_and_a_second_create_keeps_the_first(store):
+    shard = StoredShard({"etl": MARK, "job.with.dots": replace(MARK, open=())}, None)
+    version = store.create_shard("s1", shard)
+    with pytest.raises(RecordExists):
+        store.create_shard("s1", StoredShard({}, None))
+    got = store.get_shards(["s1", "absent"])
+    assert list(got) == ["s1"]
+    assert (got["s1"].marks, got["s1"].version) == (shard.marks, version)
+    assert store.get_shards([]) == {}
+
+
+def test_a_shard_is_replaced_whole_and_only_at_the_version_read(store):
+    old = store.create_shard("s1", StoredShard({"etl": MARK, "report": MARK}, None))
+    moved = replace(MARK, judged_to=T0 + timedelta(hours=4), open=())
+    new = store.replace_shard("s1", StoredShard({"etl": moved}, None), old)
+    assert new != old
+    with pytest.raises(VersionConflict):  # a concurrent audit wrote since: it lost
+        store.replace_shard("s1", StoredShard({"etl": MARK}, None), old)
+    with pytest.raises(VersionConflict):  # gone since it was read: nothing is recreated
+        store.replace_shard("s2", StoredShard({"etl": MARK}, None), old)
+    assert store.get_shards(["s1", "s2"])["s1"].marks == {"etl": moved}
+    assert list(store.get_shards(["s1", "s2"])) == ["s1"]
+
+
+def test_shards_are_neither_runs_nor_epochs(store):
+    store.create_shard("k1", StoredShard({"etl": MARK}, None))
+    assert (store.get("k1"), store.get_many(["k1"]), store.get_epochs(["k1"])) == (None, {}, {})
