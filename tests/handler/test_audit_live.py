@@ -266,3 +266,30 @@ def test_catch_up_redoes_a_stale_run_once_through_the_takeover_rule(firestore_st
     again = audit_lines(app, clock, capsys, START + timedelta(hours=3))
     assert [line["outcome"] for line in again] == ["audit_summary"]
     assert jobs.runs[("etl", dead)] == 1
+
+
+def test_a_job_resumed_after_a_console_pause_is_not_reported_for_its_paused_times(
+    firestore_store, capsys
+):
+    paused_at = START + timedelta(hours=2, minutes=10)
+    resumed_at = START + timedelta(hours=8, minutes=55)
+    live = {"etl": LiveJob("etl", True, "0 * * * *", "UTC", paused_at)}
+    jobs = Jobs()
+    clock = FakeClock(START)
+    app, _ = audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}], lambda: live)
+
+    def sent(when: datetime) -> list[str]:
+        if when >= resumed_at:
+            # Resumed in the console: Scheduler now says ENABLED, since the resume.
+            live["etl"] = LiveJob("etl", False, "0 * * * *", "UTC", resumed_at)
+            return ["etl"]
+        return ["etl"] if when < paused_at else []
+
+    findings, summary = twelve_hours(app, clock, capsys, sent)
+
+    # The audits during the pause passed its times as deliberately not run, so the
+    # resume does not turn them into misses.
+    assert findings == []
+    ran = (0, 1, 2, 9, 10, 11, 12)
+    assert sorted(jobs.runs) == [("etl", START + timedelta(hours=hour)) for hour in ran]
+    assert summary["paused_jobs"] == []
