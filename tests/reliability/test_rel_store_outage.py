@@ -94,8 +94,13 @@ def test_emulator_stopped_before_the_claim_then_back_runs_the_work_once(
     back = start_emulator(port=_port(own_emulator))
     try:
         refused, done = _until_2xx(server.url, headers, limit_s=60)
-        # The client may need a few rounds to reconnect; it answers 503 meanwhile.
-        assert all(r.status == 503 for r in refused)
+        # The client may need a few rounds to reconnect; it answers 503 meanwhile. A claim
+        # that landed while its answer timed out is given up by its holder, and a delivery
+        # inside the clock-skew margin after that meets it in progress: 409, still retryable.
+        assert all(
+            r.status == 503 or (r.status, r.outcome) == (409, "duplicate_in_progress")
+            for r in refused
+        ), [(r.status, r.outcome) for r in refused]
         assert done.outcome == "completed"
         assert len(completed_work(fault_dir)) == 1
         again = deliver(server.url, headers)
