@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from localrun.handler_server import HANDLER_DIR
 from runledger.app import App
 from runledger.audit import Audit, Finding, install_audit
 from runledger.context import RunContext
@@ -24,6 +25,7 @@ from runledger.schedules import (
     check_jobs,
     parse_schedules,
 )
+from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,
     RETENTION,
@@ -370,22 +372,30 @@ def test_the_reserved_job_logs_one_line_per_finding_and_a_summary_once(firestore
     assert [line["outcome"] for line in lines[-2:]] == ["completed", "duplicate_completed"]
 
 
+# The deployed entry point with the machinery tests' own jobs, never the example's.
+MACHINERY = {
+    "DEDUP_JOBS_MODULE": machinery_jobs.MODULE,
+    "PYTHONPATH": str(HANDLER_DIR.parent),
+}
+
+
 def test_start_up_stops_with_one_line_naming_a_scheduled_job_jobs_lacks():
     raw = schedules(
-        {"id": "nightly-report", "schedule": "0 2 * * *"},
+        {"id": "machinery-once", "schedule": "0 2 * * *"},
         {"id": "weekly-cleanup", "schedule": "0 3 * * 0"},
     )
-    result = start_main(**SCOPE, DEDUP_SCHEDULES=raw)
+    result = start_main(**SCOPE, **MACHINERY, DEDUP_SCHEDULES=raw)
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "handler configuration error: DEDUP_SCHEDULES: job 'weekly-cleanup' is not defined "
-        "in jobs.JOBS; every delivery of it would be refused"
+        f"in {machinery_jobs.MODULE}.JOBS; every delivery of it would be refused"
     )
 
 
 def test_start_up_accepts_schedules_for_the_jobs_it_has():
-    raw = schedules({"id": "nightly-report", "schedule": "0 2 * * *", "catchUp": True})
-    assert start_main(**SCOPE, DEDUP_SCHEDULES=raw).returncode == 0
+    raw = schedules({"id": "machinery-once", "schedule": "0 2 * * *", "catchUp": True})
+    result = start_main(**SCOPE, **MACHINERY, DEDUP_SCHEDULES=raw)
+    assert result.returncode == 0, result.stderr
 
 
 def test_a_user_job_cannot_take_the_reserved_id():

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dedup_schedule.config_capacity import capacity, overlapping_runs, run_span_s
 from dedup_schedule.config_reader import parse_config
 from offline.stack_file import read_project_name, read_stack_values
+from tests.stacks import ANY_STACK, REPO_STACKS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _example(**overrides: object) -> dict[str, object]:
-    values = read_stack_values(REPO, "example")
+def _stack(stack: str = ANY_STACK, **overrides: object) -> dict[str, object]:
+    values = read_stack_values(REPO, stack)
     return values | {f"scheduler-dedup:{key}": value for key, value in overrides.items()}
 
 
-def test_the_example_stack_serves_twice_what_its_jobs_can_have_in_flight() -> None:
-    config = parse_config(_example(), read_project_name(REPO))
+@pytest.mark.parametrize("stack", REPO_STACKS)
+def test_every_stack_of_the_repo_serves_twice_what_its_jobs_can_have_in_flight(
+    stack: str,
+) -> None:
+    config = parse_config(_stack(stack), read_project_name(REPO))
     found = capacity(config)
     # A holder and one waiting retry per open run; no job's runs overlap; the audit's one.
     assert found.in_flight == 2 * len(config.jobs) + 1
@@ -27,7 +33,7 @@ def test_the_example_stack_serves_twice_what_its_jobs_can_have_in_flight() -> No
 
 
 def test_one_request_per_instance_is_reported_short() -> None:
-    config = parse_config(_example(concurrency=1), read_project_name(REPO))
+    config = parse_config(_stack(concurrency=1), read_project_name(REPO))
     found = capacity(config)
     assert not found.holds
     assert "SHORT: raise concurrency" in found.summary()
@@ -38,7 +44,7 @@ def test_runs_that_outlast_the_interval_count_once_each() -> None:
     assert overlapping_runs("*/5 * * * *", 899) == 3
     assert overlapping_runs("*/5 * * * *", 300) == 1
     assert overlapping_runs("0 9 * * 1-5", 3600) == 1
-    config = parse_config(_example(), read_project_name(REPO))
+    config = parse_config(_stack(), read_project_name(REPO))
     job = config.jobs[0]
     assert run_span_s(job, config.request_timeout_s) == (
         job.retry_window_s + config.request_timeout_s - job.attempt_deadline_s

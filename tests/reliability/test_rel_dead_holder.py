@@ -34,6 +34,7 @@ from runledger.record import Status
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import deliver, effects, log_entries, wait_for
+from tests.stacks import ANY_STACK
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTION = "rel_dead_holder"
@@ -42,7 +43,8 @@ REDELIVERY_AFTER_S = 90
 
 
 def _example() -> ScheduleConfig:
-    return parse_config(read_stack_values(REPO, "example"), read_project_name(REPO))
+    """The repo's stack (the example's, until a team replaces it with its own)."""
+    return parse_config(read_stack_values(REPO, ANY_STACK), read_project_name(REPO))
 
 
 def _env(config: ScheduleConfig, emulator_env: dict[str, str], fault_dir: Path) -> dict[str, str]:
