@@ -14,8 +14,8 @@ entire suite again (many minutes):
   checkout is not used), the team's job test and the machinery tests that would
   break first if anything depended on the example, `offline.plan`,
   `offline.policy_check` and a short `localrun.demo` that runs the team's jobs;
-- marked `full_copy`, deselected in `make test` and run by CI after it
-  (.ci/run: `pytest -m full_copy tests/test_template_copy.py`): a fresh
+- marked `full_copy`, deselected in `make test` and run by the GitHub workflow
+  (`pytest -m full_copy tests/test_template_copy.py`): a fresh
   `git clone` of the committed copy runs `make test`, `make plan`,
   `make policy-check` and `make demo` exactly as a team types them, its own
   .venv included.
