@@ -13,6 +13,7 @@ share the one real 90 s wait.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import http.client
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,10 +28,12 @@ from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.config_reader import parse_config
 from localrun.emulator import FirestoreEmulator
 from offline.stack_file import read_project_name, read_stack_values
+from runledger import facts
 from runledger.delivery import parse_schedule_time, run_key
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
 from runledger.record import Status
+from runledger.wait import wait_budget
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import deliver, effects, log_entries, wait_for
@@ -47,6 +50,32 @@ def _example() -> ScheduleConfig:
     return parse_config(read_stack_values(REPO, ANY_STACK), read_project_name(REPO))
 
 
+def _outlasts_a_dead_holder(config: ScheduleConfig, job_id: str) -> bool:
+    """Whether a duplicate of this job may wait longer than a dead holder's lease blocks it."""
+    job = next(job for job in config.jobs if job.id == job_id)
+    budget = wait_budget(
+        timedelta(seconds=job.attempt_deadline_s), timedelta(seconds=config.lease_seconds), None
+    )
+    lease = config.heartbeat_seconds or config.lease_seconds
+    return budget > lease + MAX_CLOCK_SKEW.total_seconds()
+
+
+def _with_waiting_job(config: ScheduleConfig) -> tuple[ScheduleConfig, str]:
+    """The stack, and a job of it whose duplicates wait long enough to see a holder die.
+
+    A stack whose jobs all have short attempt deadlines (a team's, say) gets its
+    first job's deadline raised to Scheduler's maximum, in the test only: the
+    wait's budget ends inside the attempt deadline (runledger.wait), so with a
+    60 s deadline a duplicate answers 409 before a 60 s heartbeat lease runs out,
+    and the takeover is the retry's, which step 3 checks.
+    """
+    for job in config.jobs:
+        if _outlasts_a_dead_holder(config, job.id):
+            return config, job.id
+    first = dataclasses.replace(config.jobs[0], attempt_deadline_s=facts.MAX_ATTEMPT_DEADLINE_S)
+    return dataclasses.replace(config, jobs=(first, *config.jobs[1:])), first.id
+
+
 def _env(config: ScheduleConfig, emulator_env: dict[str, str], fault_dir: Path) -> dict[str, str]:
     """The handler's settings as `make plan` derives them; only where the ledger lives differs."""
     return {
@@ -60,11 +89,15 @@ def _env(config: ScheduleConfig, emulator_env: dict[str, str], fault_dir: Path) 
     }
 
 
-def _recent_runs(config: ScheduleConfig, count: int) -> list[tuple[str, str]]:
+def _recent_runs(
+    config: ScheduleConfig, count: int, only: str | None = None
+) -> list[tuple[str, str]]:
     """(job, schedule time) of the stack's most recent scheduled runs, newest first."""
     now = datetime.now(UTC)
     found = []
     for job in config.jobs:
+        if only is not None and job.id != only:
+            continue
         times = croniter(job.schedule, now.astimezone(ZoneInfo(job.time_zone)))
         for _ in range(count):
             found.append((job.id, times.get_prev(datetime).astimezone(UTC)))
@@ -98,16 +131,16 @@ def _by_attempt(fault_dir: Path, key: str) -> dict[str, list[str]]:
 def test_example_stack_redoes_killed_holders_and_a_lost_claim_answer_once(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
-    config = _example()
+    config, waiting_job = _with_waiting_job(_example())
     heartbeat = config.heartbeat_seconds
     assert heartbeat is not None, "the example stack deploys a heartbeat lease"
     # Why 90 s is enough: a dead claim blocks its run one heartbeat lease plus the skew.
     assert heartbeat + MAX_CLOCK_SKEW.total_seconds() < REDELIVERY_AFTER_S
     store = FirestoreRunStore(firestore.Client(project=clean_emulator.project), COLLECTION)
-    recent = _recent_runs(config, 4)
-    (killed_job, killed_at), (lost_job, lost_at), (warm_job, warm_at), (waited_job, waited_at) = (
-        recent
-    )
+    # The waited run is of a job whose wait outlasts the lease; the others of any job.
+    ((waited_job, waited_at),) = _recent_runs(config, 1, only=waiting_job)
+    others = [run for run in _recent_runs(config, 4) if run != (waited_job, waited_at)]
+    (killed_job, killed_at), (lost_job, lost_at), (warm_job, warm_at) = others[:3]
     killed, lost = _key(config, killed_job, killed_at), _key(config, lost_job, lost_at)
     waited = _key(config, waited_job, waited_at)
 
