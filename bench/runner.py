@@ -99,7 +99,7 @@ class BenchConfig:
     link_echo_count: int = 100
     # One full-window audit's cost (`ops audit --since`: jobs, every N minutes, look-back
     # hours), each timed `reps` times. 300 jobs over 6 h (21,600 reads) is over
-    # runledger.expected.MAX_READS and refused; over 5 h (18,000) it fits.
+    # runledger.audit.expected.MAX_READS and refused; over 5 h (18,000) it fits.
     audit_sizes: tuple[AuditSize, ...] = (
         AuditSize(10, 5, 6),
         AuditSize(100, 5, 6),

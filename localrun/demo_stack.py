@@ -40,9 +40,9 @@ from offline.stack_file import (
 )
 from runledger.exceptions import ConfigError as JobsModuleError
 from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
-from runledger.jobs import load_jobs
 from runledger.schedules import LOOKBACK_VARIABLE
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
+from runledger.sdk.registry import load_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLER_DIR = REPO_ROOT / "handler"

@@ -42,15 +42,16 @@ class Settings:
     allowed_projects: frozenset[str]
     allowed_regions: frozenset[str]
     # DEDUP_DUPLICATE_WAIT_SECONDS: the longest an in-progress duplicate waits for
-    # the holder's outcome (see runledger.wait); None: as long as the job's attempt
-    # deadline allows; zero: answer 409 at once.
+    # the holder's outcome (see runledger.delivery.duplicate_wait); None: as long as
+    # the job's attempt deadline allows; zero: answer 409 at once.
     duplicate_wait: timedelta | None
     # DEDUP_HEARTBEAT_SECONDS: the lease a claim takes and every renewal extends by
-    # (see runledger.lease); None: DEDUP_LEASE_SECONDS. DEDUP_LEASE_SECONDS still
+    # (see runledger.ledger.lease); None: DEDUP_LEASE_SECONDS. DEDUP_LEASE_SECONDS still
     # bounds how long one request can keep a run, the request timeout plus a margin.
     heartbeat: timedelta | None = None
     # DEDUP_ALLOWED_INVOKER_IDS: the invoker accounts' unique ids, matched against an
-    # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email` (runledger.invoker).
+    # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email`
+    # (runledger.delivery.invoker).
     allowed_invoker_ids: frozenset[str] = frozenset()
 
     @property

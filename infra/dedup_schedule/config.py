@@ -167,7 +167,7 @@ class ScheduleConfig:
 
         A holder that dies stops blocking its run after this (plus the clock-skew
         margin), so Scheduler's next retry redoes it; a live one renews it every
-        third (`runledger.lease`). None when the whole lease is no longer than that.
+        third (`runledger.ledger.lease`). None when the whole lease is no longer than that.
         """
         return facts.HEARTBEAT_S if self.lease_seconds > facts.HEARTBEAT_S else None
 

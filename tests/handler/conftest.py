@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from localrun.rpccount import RpcCounter
-from runledger.firestore_store import FirestoreRunStore
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 
 
 @pytest.fixture

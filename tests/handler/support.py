@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from localrun.handler_server import HANDLER_DIR
-from runledger.app import App, Response
 from runledger.config import Settings
-from runledger.delivery import identify_run
-from runledger.jobs import JobFn
-from runledger.ledger import MAX_CLOCK_SKEW, Ledger
-from runledger.record import RunRecord, Status
-from runledger.store import RunStore
+from runledger.delivery.app import App, Response
+from runledger.delivery.identify import identify_run
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.store import RunStore
+from runledger.sdk.registry import JobFn
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
 # The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).

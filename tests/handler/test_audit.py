@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 from localrun.handler_server import HANDLER_DIR
-from runledger.app import App
-from runledger.audit import Audit, Finding, install_audit
-from runledger.context import RunContext
+from runledger.audit.expected import schedule_times
+from runledger.audit.runner import Audit, Finding, install_audit
+from runledger.delivery.app import App
 from runledger.exceptions import ConfigError, TerminalJobError
-from runledger.expected import schedule_times
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from runledger.schedules import (
     AUDIT_JOB_ID,
     AuditSettings,
@@ -25,6 +24,7 @@ from runledger.schedules import (
     check_jobs,
     parse_schedules,
 )
+from runledger.sdk.context import RunContext
 from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,

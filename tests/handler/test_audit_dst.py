@@ -8,12 +8,12 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from runledger.app import App
-from runledger.audit import Audit, install_audit
-from runledger.context import RunContext
-from runledger.delivery import run_key
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.audit.runner import Audit, install_audit
+from runledger.delivery.app import App
+from runledger.delivery.identify import run_key
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from runledger.sdk.context import RunContext
 from tests.handler.support import LEASE, FakeClock, deliver, make_app, scheduler_headers
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 
 from runledger import expected as expected_module
-from runledger.app import App
-from runledger.audit import Audit, install_audit
-from runledger.context import RunContext
-from runledger.epochs import epoch_key
-from runledger.expected import (
+from runledger.audit.expected import (
     MAX_READS,
     AuditTooLarge,
     expected_runs,
     least_schedule_times,
     schedule_times,
 )
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.audit.runner import Audit, install_audit
+from runledger.delivery.app import App
+from runledger.ledger.epochs import epoch_key
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, audit_settings, parse_schedules
+from runledger.sdk.context import RunContext
 from tests.handler.support import LEASE, T0, FakeClock, deliver, make_app, scheduler_headers
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}

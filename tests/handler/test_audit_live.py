@@ -13,12 +13,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.app import App
-from runledger.audit import install_audit
-from runledger.context import RunContext
-from runledger.delivery import run_key
-from runledger.scheduler_state import LiveJob, SchedulerUnreadable
+from runledger.audit.runner import install_audit
+from runledger.audit.scheduler_state import LiveJob, SchedulerUnreadable
+from runledger.delivery.app import App
+from runledger.delivery.identify import run_key
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
+from runledger.sdk.context import RunContext
 from tests.handler.support import (
     LEASE,
     FakeClock,

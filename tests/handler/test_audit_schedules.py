@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from runledger.audit import install_audit
+from runledger.audit.runner import install_audit
 from runledger.exceptions import ConfigError
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import audit_settings, check_jobs, parse_schedules
 from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers, settings
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from runledger.exceptions import LeaseLost
-from runledger.ledger import MAX_CLOCK_SKEW, Claim, Duplicate, Ledger, RunIdentity
-from runledger.record import Status
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Duplicate, Ledger, RunIdentity
+from runledger.ledger.record import Status
 from tests.handler.support import LEASE, T0, FakeClock, make_ledger
 
 RUN = RunIdentity(

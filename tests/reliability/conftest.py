@@ -9,9 +9,9 @@ import pytest
 
 from localrun.emulator import FirestoreEmulator
 from localrun.handler_server import HandlerServer, start_handler
-from runledger.firestore_store import FirestoreRunStore
-from runledger.memory_store import MemoryRunStore
-from runledger.store import RunStore
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.store import RunStore
 
 
 class Servers:

@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery import parse_schedule_time, run_key
+from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.exceptions import StoreUnavailable
-from runledger.firestore_store import FirestoreRunStore
-from runledger.record import RunRecord, Versioned
-from runledger.store import RunStore
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.store import RunStore
 
 JOBS_MODULE = "tests.reliability.faultjobs"
 PROJECT = "acme-prod"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from runledger.record import Status
+from runledger.ledger.record import Status
 from tests.reliability.conftest import Servers
 from tests.reliability.faultjobs import BARRIER
 from tests.reliability.relsupport import (

@@ -27,10 +27,10 @@ from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.config_reader import parse_config
 from localrun.emulator import FirestoreEmulator
 from offline.stack_file import read_project_name, read_stack_values
-from runledger.delivery import parse_schedule_time, run_key
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
+from runledger.delivery.identify import parse_schedule_time, run_key
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import deliver, effects, log_entries, wait_for

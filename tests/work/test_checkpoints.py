@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from runledger.context import RunContext
-from runledger.delivery import run_key
+from runledger.delivery.identify import run_key
 from runledger.exceptions import LeaseLost, StoreUnavailable
-from runledger.firestore_store import FirestoreRunStore
-from runledger.lease import LeaseKeeper
-from runledger.ledger import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
-from runledger.memory_store import MemoryRunStore
-from runledger.record import Status
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.lease import LeaseKeeper
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import Status
+from runledger.sdk.context import RunContext
 from tests.handler.support import LEASE, T0, DrivenRenewals, FakeClock, make_ledger
 
 RUN = RunIdentity(

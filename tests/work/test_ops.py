@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW, RunIdentity
-from runledger.ledgerops import is_dead_letter, is_stale
-from runledger.ops import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
-from runledger.record import RunRecord, Status
-from runledger.workitem import WorkItem, WorkKind
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW, RunIdentity
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.workitem import WorkItem, WorkKind
+from runledger.ops.cli import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
+from runledger.ops.ledger_ops import is_dead_letter, is_stale
 from tests.clitools import run_ops
 from tests.handler.support import RETENTION, T0, make_ledger, run_record
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 
 from localrun.rpccount import RpcCounter
-from runledger.delivery import run_key
-from runledger.epochs import epoch_key, record_epochs
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ops import main
-from runledger.record import Status
+from runledger.delivery.identify import run_key
+from runledger.ledger.epochs import epoch_key, record_epochs
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import Status
+from runledger.ops.cli import main
 from runledger.schedules import parse_schedules
 from tests.clitools import run_ops
 from tests.handler.support import RETENTION, T0, run_record
@@ -171,7 +171,7 @@ def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
 
 def paused_etl(project: str, region: str, env: dict[str, str]):
     """A Scheduler where etl was paused at 11:30 in the console; report runs as deployed."""
-    from runledger.scheduler_state import LiveJob
+    from runledger.audit.scheduler_state import LiveJob
 
     assert (project, region) == ("acme-prod", "europe-west1")
     since = T0 - timedelta(minutes=30)
@@ -211,7 +211,7 @@ def test_a_job_paused_in_scheduler_is_listed_not_found_and_json_keeps_only_findi
 
 
 def test_a_schedule_edited_in_scheduler_is_one_drifted_line(env, seeded):
-    from runledger.scheduler_state import LiveJob
+    from runledger.audit.scheduler_state import LiveJob
 
     def edited(project: str, region: str, env: dict[str, str]):
         return lambda: {

@@ -25,9 +25,9 @@ from google.cloud.workflows.executions_v1.services.executions.transports import 
     ExecutionsGrpcTransport,
 )
 
-from runledger.firestore_store import FirestoreRunStore
-from runledger.jobtask import TaskIdentity
-from runledger.record import Status
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import Status
+from runledger.sdk.cloud_run_task import TaskIdentity
 from runledger.targets import (
     CLOUD_RUN_OUTPUT,
     WORKFLOW_OUTPUT,

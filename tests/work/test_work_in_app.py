@@ -9,8 +9,8 @@ import pytest
 
 from localrun.rpccount import RpcCounter
 from runledger.exceptions import TerminalJobError
-from runledger.firestore_store import FirestoreRunStore
-from runledger.record import Status
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import Status
 from tests.handler.support import FakeClock, Takeover, default_run_key, deliver, make_app
 
 JOB = "nightly-report"

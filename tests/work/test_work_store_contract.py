@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.firestore_store import FirestoreRunStore
-from runledger.memory_store import MemoryRunStore
-from runledger.store import WorkStore
-from runledger.workitem import WorkItem, WorkKind
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.store import WorkStore
+from runledger.ledger.workitem import WorkItem, WorkKind
 from tests.handler.support import RETENTION, T0
 from tests.handler.support import run_record as record
 

@@ -32,7 +32,7 @@ from runledger.exceptions import RecordExists, VersionConflict
 from runledger.schedules import JobSchedule
 
 if TYPE_CHECKING:
-    from runledger.store import AuditStore
+    from runledger.ledger.store import AuditStore
 
 # Rounds of read-then-write while other audits keep changing one job's epoch
 # (only two handler revisions with different schedules do that, during a deploy).

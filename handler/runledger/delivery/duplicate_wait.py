@@ -22,7 +22,7 @@ concurrency and `maxInstances` is reached ("About container instance
 autoscaling"), which the plan's capacity numbers keep clear of.
 
 A wait that sees the holder's lease run out ends there, and the duplicate
-claims the run itself (`runledger.app`).
+claims the run itself (`runledger.delivery.app`).
 
 The core is pure: the clocks, the sleep and the record reader are injected,
 so tests drive it without sleeping.
@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from runledger.ledger import may_take_over
-from runledger.record import RunRecord, Status
+from runledger.ledger.machine import may_take_over
+from runledger.ledger.record import RunRecord, Status
 
 FIRST_POLL_S = 0.5
 MAX_POLL_S = 4.0

@@ -25,17 +25,17 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from runledger.audit import Audit
+from runledger.audit.expected import AuditTooLarge
+from runledger.audit.runner import Audit
+from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.config import Settings
-from runledger.epochs import read_epochs
 from runledger.exceptions import ConfigError
-from runledger.expected import AuditTooLarge
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledgerops import LedgerOps, OpsError
-from runledger.ops_output import Printer, describe_release, one_line, print_audit
-from runledger.record import Status
-from runledger.scheduler_state import Lister, scheduler_lister
+from runledger.ledger.epochs import read_epochs
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import Status
+from runledger.ops.ledger_ops import LedgerOps, OpsError
+from runledger.ops.output import Printer, describe_release, one_line, print_audit
 from runledger.schedules import JobSchedule
 
 if TYPE_CHECKING:
@@ -303,7 +303,3 @@ def main(
     except Exception as exc:  # the operator gets one line, whatever went wrong
         print(f"error: {_error_line(exc)}", file=stderr)
         return EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

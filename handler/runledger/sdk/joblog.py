@@ -33,7 +33,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from runledger.context import RunContext
+from runledger.sdk.context import RunContext
 
 _RUN_FIELDS: ContextVar[dict[str, str] | None] = ContextVar("runledger_run_fields", default=None)
 

@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runledger.exceptions import LeaseLost
-from runledger.lease import LeaseKeeper
-from runledger.work import RunWork
-from runledger.workitem import WorkItem
+from runledger.ledger.lease import LeaseKeeper
+from runledger.ledger.workitem import WorkItem
+from runledger.sdk.work import RunWork
 
 if TYPE_CHECKING:
-    from runledger.ledger import RunIdentity
+    from runledger.ledger.machine import RunIdentity
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ class RunContext:
         if not self._lease.held():
             raise LeaseLost(f"attempt {self.attempt_id} lost its lease on run {self.run_id}")
 
-    # Checkpoints and once-only outputs (see runledger.work). Nothing is read or
+    # Checkpoints and once-only outputs (see runledger.sdk.work). Nothing is read or
     # written until a job first uses one, so jobs that don't pay nothing.
 
     @property

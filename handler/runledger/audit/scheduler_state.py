@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runledger.delivery import parse_schedule_time
+from runledger.delivery.identify import parse_schedule_time
 from runledger.exceptions import BadRequest
 
 API = "https://cloudscheduler.googleapis.com/v1"

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as gexc
 from google.api_core import retry as gretry
 
-from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.exceptions import (
     RecordExists,
     StorePermissionDenied,
@@ -24,9 +23,10 @@ from runledger.exceptions import (
     VersionConflict,
 )
 from runledger.facts import WORK_COLLECTION
-from runledger.record import RunRecord, Versioned
-from runledger.watermarks import StoredShard
-from runledger.workitem import StoredItem, WorkItem
+from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.watermarks import StoredShard
+from runledger.ledger.workitem import StoredItem, WorkItem
 
 if TYPE_CHECKING:
     from google.cloud import firestore
@@ -40,7 +40,7 @@ CALL_DEADLINE_S = 8.0
 # set per ledger collection, and in no collection group a TTL policy covers.
 AUDIT_COLLECTION = "runledger_audit"
 EPOCH_COLLECTION = "epochs"
-# The audit's watermark shards (`runledger.watermarks`), beside the epochs.
+# The audit's watermark shards (`runledger.ledger.watermarks`), beside the epochs.
 WATERMARK_COLLECTION = "watermarks"
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
 

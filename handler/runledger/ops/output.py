@@ -10,9 +10,9 @@ import json
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from runledger.audit import AuditReport, rfc3339
-from runledger.ledgerops import ReleasePlan, RunRow
-from runledger.record import RunRecord, Status
+from runledger.audit.runner import AuditReport, rfc3339
+from runledger.ledger.record import RunRecord, Status
+from runledger.ops.ledger_ops import ReleasePlan, RunRow
 
 
 def _when(value: datetime | None) -> str:

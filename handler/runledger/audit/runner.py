@@ -1,13 +1,14 @@
 """The audit: every scheduled time of every job, held against the ledger.
 
 It takes each job's schedule times in a look-back window from
-`runledger.expected` (daylight saving included), computes each run's key exactly as a delivery would
-(`delivery.run_key`: project, region, job, time, "scheduled"), and reads those
+`runledger.audit.expected` (daylight saving included), computes each run's key
+exactly as a delivery would (`delivery.run_key`: project, region, job, time,
+"scheduled"), and reads those
 documents by key in batches. No query and no index: the only permission it
 needs is the `datastore.entities.get` the handler already has. Forced runs have
 keys of their own ("manual"), so they are never taken for expected runs.
 
-Only schedule times at or after the job's epoch count (`runledger.epochs`: when
+Only schedule times at or after the job's epoch count (`runledger.ledger.epochs`: when
 an audit first saw the job with its current schedule and time zone), so the
 look-back before a deploy, a new job or a schedule change is never reported
 nor caught up. A run is judged only once it has settled: its last possible
@@ -21,7 +22,7 @@ skew). Then:
     completed, or still running      -> nothing to report
 
 Before that, each job's live state comes from Cloud Scheduler, one listing per
-audit (`runledger.scheduler_state`); where Scheduler cannot be read, from
+audit (`runledger.audit.scheduler_state`); where Scheduler cannot be read, from
 DEDUP_SCHEDULES, and the summary says so. Per job:
 
     paused (live, or `paused` in DEDUP_SCHEDULES)
@@ -34,7 +35,7 @@ DEDUP_SCHEDULES, and the summary says so. Per job:
                      -> one finding `unauditable` for the job; the others are audited
 
 Two ways to run. The handler's audit (`install_audit`) goes from each job's
-watermark (`runledger.watermarks`): it reads the watermark shards (at most one
+watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
 document per job), the runs settled since, and the runs still open, so each
 settled run is read once and each finding logged once; findings still open are
 carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
@@ -58,18 +59,18 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any
 
-from runledger.delivery import run_key
-from runledger.expected import ExpectedRun, listed_runs, schedule_times
-from runledger.ledger import RunIdentity, may_take_over
-from runledger.log import log_line
-from runledger.record import RunRecord, Status
-from runledger.scheduler_state import Lister, LiveJob, SchedulerUnreadable
+from runledger.audit.expected import ExpectedRun, listed_runs, schedule_times
+from runledger.audit.scheduler_state import Lister, LiveJob, SchedulerUnreadable
+from runledger.delivery.identify import run_key
+from runledger.delivery.log import log_line
+from runledger.ledger.machine import RunIdentity, may_take_over
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
-from runledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
 
 if TYPE_CHECKING:
-    from runledger.app import App
-    from runledger.context import RunContext
+    from runledger.delivery.app import App
+    from runledger.sdk.context import RunContext
 
 # Keys per batch read: one BatchGetDocuments call each.
 BATCH = 300
@@ -655,7 +656,7 @@ def summary_text(report: AuditReport) -> str:
 def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
     """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
 
-    It audits from the watermarks (`runledger.watermarks`): each settled run read once.
+    It audits from the watermarks (`runledger.ledger.watermarks`): each settled run read once.
 
     The stack's audit Scheduler job delivers under `settings.job` (DEDUP_AUDIT_JOB);
     the audit then runs as that run's job, so two deliveries of one audit time audit once. Each

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import BadRequest
 from runledger.facts import JOB_HEADER, JOB_ID, SCHEDULE_HEADER
-from runledger.ledger import RunIdentity
+from runledger.ledger.machine import RunIdentity
 
 # Scheduled deliveries never arrive before their schedule time; one stamped
 # further ahead than this is a forced run carrying the next scheduled time.
@@ -113,7 +113,7 @@ def wall_time_instant(schedule_time: datetime, zone: ZoneInfo | None) -> datetim
     Cloud Scheduler runs on wall-clock time in the job's time zone, and on the
     day a daylight-saving change repeats an hour it "may observe execution
     anomalies" ("Cron job format and time zone", Time zone): it may fire a wall
-    time twice. The audit expects one run per wall time (`runledger.expected`), so
+    time twice. The audit expects one run per wall time (`runledger.audit.expected`), so
     a delivery stamped with the second occurrence (fold=1) is the same run as one
     stamped with the first. Every other instant is its own key, as before.
     """

@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S, WORK_COLLECTION
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import Ledger, ReleaseRefused, may_take_over, refuse_release
-from runledger.record import RunRecord, Status, Versioned
-from runledger.workitem import WorkItem, WorkKind
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import Ledger, ReleaseRefused, may_take_over, refuse_release
+from runledger.ledger.record import RunRecord, Status, Versioned
+from runledger.ledger.workitem import WorkItem, WorkKind
 
 if TYPE_CHECKING:
     from google.cloud import firestore

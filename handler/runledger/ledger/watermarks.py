@@ -1,7 +1,7 @@
 """How far the handler's audit has judged each job: the watermark that makes it read each run once.
 
 Per job the audit keeps a `JobMark`: the schedule and time zone it judged
-under, the job's epoch (`runledger.epochs`), `judged_to` (every schedule time
+under, the job's epoch (`runledger.ledger.epochs`), `judged_to` (every schedule time
 up to this instant is judged, or deliberately not run) and the runs still
 `open`: those reported as a finding and not yet resolved, and those that had
 settled while a live lease still covered them. The next audit reads only the
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from runledger.epochs import record_epochs
 from runledger.exceptions import RecordExists, VersionConflict
+from runledger.ledger.epochs import record_epochs
 from runledger.schedules import JobSchedule
 
 if TYPE_CHECKING:
-    from runledger.store import AuditStore
+    from runledger.ledger.store import AuditStore
 
 # Documents the marks are spread over: bounds an audit's overhead reads and writes.
 SHARDS = 256

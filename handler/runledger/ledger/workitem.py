@@ -15,7 +15,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from runledger.document import Document
+from runledger.ledger.document import Document
 
 # Names become part of a Firestore document id; keep them short and plain.
 ITEM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from runledger.document import Document
+from runledger.ledger.document import Document
 
 
 class Status(StrEnum):

@@ -12,11 +12,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runledger.epochs import AuditEpoch, StoredEpoch
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.record import RunRecord, Versioned
-from runledger.watermarks import StoredShard
-from runledger.workitem import StoredItem, WorkItem, plain_value
+from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.watermarks import StoredShard
+from runledger.ledger.workitem import StoredItem, WorkItem, plain_value
 
 
 class MemoryRunStore:

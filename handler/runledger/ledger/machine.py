@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from runledger.epochs import record_epochs
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
-from runledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
+from runledger.ledger.epochs import record_epochs
+from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
+from runledger.ledger.store import AuditStore, RunStore, WorkStore
+from runledger.ledger.watermarks import LedgerMarks
+from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 from runledger.schedules import JobSchedule
-from runledger.store import AuditStore, RunStore, WorkStore
-from runledger.watermarks import LedgerMarks
-from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 
 # Instances' clocks may disagree by up to this much (Cloud Run hosts are
 # NTP-synchronised to well under a second). A lease is only taken over once it
@@ -150,7 +150,7 @@ class Ledger:
         self._store = store
         # The longest one request can hold a run (covers the request timeout) ...
         self.lease = lease
-        # ... and the lease a claim takes and each renewal grants (runledger.lease).
+        # ... and the lease a claim takes and each renewal grants (runledger.ledger.lease).
         self.claim_lease = lease if heartbeat is None else heartbeat
         self.retention = retention
         self._clock = clock
@@ -177,7 +177,7 @@ class Ledger:
         return record_epochs(self._store, project, region, schedules, now)
 
     def audit_marks(self, project: str, region: str) -> LedgerMarks:
-        """The audit's watermarks (`runledger.watermarks`), for one audit to load and save."""
+        """The audit's watermarks (`ledger.watermarks`), for one audit to load and save."""
         if not isinstance(self._store, AuditStore):
             raise TypeError(f"{type(self._store).__name__} cannot keep audit watermarks")
         return LedgerMarks(self._store, project, region)
@@ -282,7 +282,7 @@ class Ledger:
     def fail(self, claim: Claim, error: str) -> None:
         self._finish(claim, Status.FAILED, error=error)
 
-    # -- the run's checkpoints and outputs (see runledger.work) -------------
+    # -- the run's checkpoints and outputs (see runledger.sdk.work) -------------
 
     def items(self, run_key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
         """The run's work items among `item_ids` that exist, by id, in one round trip."""

@@ -3,7 +3,7 @@
 From each job's unix-cron schedule and time zone this lists the schedule times
 in a window, resolving daylight-saving changes the way Cloud Scheduler's wall
 clock does, and refuses a listing larger than one audit may read. It reads
-nothing: the audit (`runledger.audit`) holds these times against the ledger.
+nothing: the audit (`runledger.audit.runner`) holds these times against the ledger.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import JobSchedule
 
 # Reads one audit may make. At one read per expected run this is, e.g., 100

@@ -6,9 +6,9 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runledger.context import RunContext
 from runledger.exceptions import ConfigError
 from runledger.facts import JOB_ID
+from runledger.sdk.context import RunContext
 
 JobFn = Callable[[RunContext], Any]
 

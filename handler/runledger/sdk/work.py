@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from runledger.exceptions import LeaseLost
-from runledger.lease import LeaseKeeper
-from runledger.workitem import StoredItem, WorkItem, WorkKind, item_id, plain_value
+from runledger.ledger.lease import LeaseKeeper
+from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id, plain_value
 
 T = TypeVar("T")
 

@@ -35,7 +35,7 @@ import binascii
 import json
 from collections.abc import Iterable
 
-from runledger.delivery import header_values
+from runledger.delivery.identify import header_values
 from runledger.exceptions import BadRequest
 
 SERVERLESS_AUTHORIZATION = "X-Serverless-Authorization"

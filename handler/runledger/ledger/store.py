@@ -3,10 +3,10 @@
 A run store reads, creates and compare-and-sets one record per run; a work
 store adds a run's items: a batched read, and a fenced create or delete that
 commits with a change to the run; an audit store keeps the audit's epoch per
-job (`runledger.epochs`) and its watermarks (`runledger.watermarks`) with the
+job (`runledger.ledger.epochs`) and its watermarks (`runledger.ledger.watermarks`) with the
 same three primitives, on documents of their own. Every write that follows a
 claim is fenced by the version the claimant last saw, so a store only needs
-atomic create and compare-and-set; no transactions. `runledger.ledger.Ledger`
+atomic create and compare-and-set; no transactions. `runledger.ledger.machine.Ledger`
 is their one caller for writes (it hands the audit's stores to `epochs` and
 `watermarks`).
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from runledger.epochs import AuditEpoch, StoredEpoch
-from runledger.record import RunRecord, Versioned
-from runledger.watermarks import StoredShard
-from runledger.workitem import StoredItem, WorkItem
+from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.watermarks import StoredShard
+from runledger.ledger.workitem import StoredItem, WorkItem
 
 
 class RunStore(Protocol):
@@ -73,7 +73,7 @@ class AuditStore(Protocol):
     """Where the audit keeps each job's epoch: next to the runs, never among them.
 
     Epochs live outside the run collection, so run listings and queries never
-    see them, and no TTL policy applies to them. `runledger.epochs` decides
+    see them, and no TTL policy applies to them. `runledger.ledger.epochs` decides
     what to write; a store only reads, creates and compare-and-sets.
     """
 

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runledger.audit import install_audit
+from runledger.audit.runner import install_audit
+from runledger.audit.scheduler_state import scheduler_lister
 from runledger.config import Settings
-from runledger.context import RunContext
-from runledger.delivery import Delivery, identify_delivery, unstamped_window
+from runledger.delivery.duplicate_wait import DuplicateWait
+from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
+from runledger.delivery.invoker import check_invoker
+from runledger.delivery.log import log_line
 from runledger.exceptions import (
     BadRequest,
     LeaseLost,
@@ -26,17 +29,14 @@ from runledger.exceptions import (
     StoreUnusable,
     TerminalJobError,
 )
-from runledger.invoker import check_invoker
-from runledger.joblog import run_fields
-from runledger.jobs import JobFn, load_jobs
-from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
-from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity, may_take_over
-from runledger.log import log_line
-from runledger.record import RunRecord, Status
-from runledger.scheduler_state import scheduler_lister
+from runledger.ledger.lease import LeaseKeeper, Renewals, RenewalScheduler
+from runledger.ledger.machine import Claim, Duplicate, Ledger, RunIdentity, may_take_over
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
-from runledger.store import RunStore
-from runledger.wait import DuplicateWait
+from runledger.sdk.context import RunContext
+from runledger.sdk.joblog import run_fields
+from runledger.sdk.registry import JobFn, load_jobs
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
@@ -157,7 +157,7 @@ class App:
         def firestore_store() -> RunStore:
             from google.cloud import firestore
 
-            from runledger.firestore_store import FirestoreRunStore
+            from runledger.ledger.firestore_store import FirestoreRunStore
 
             client = firestore.Client(database=settings.database)
             return FirestoreRunStore(client, settings.collection)
