@@ -31,7 +31,7 @@ from localrun.demo_invariant import Invariant
 from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
 from runledger.audit.expected import ExpectedRun
-from runledger.audit.runner import Finding
+from runledger.audit.findings import Finding
 from runledger.config import Settings
 from runledger.ledger.epochs import record_epochs
 from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings, parse_schedules

@@ -17,12 +17,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from localrun.handler_server import HANDLER_DIR
+from runledger.audit.scheduler_state import Lister
 from runledger.config import Settings
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
 from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
+from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
@@ -98,9 +100,14 @@ def make_app(
     jobs: Mapping[str, JobFn],
     clock: FakeClock,
     renewals: DrivenRenewals | None = None,
+    audit: AuditSettings | None = None,
+    live: Lister | None = None,
     **env: str,
 ) -> App:
-    """An app whose leases renew only when the test runs `renewals.run_due()`."""
+    """An app whose leases renew only when the test runs `renewals.run_due()`.
+
+    With `audit`, it serves the audit job as `App.from_env` does (`live`: the jobs' live state).
+    """
     return App(
         settings(**env),
         jobs,
@@ -108,6 +115,8 @@ def make_app(
         clock=clock,
         new_attempt_id=sequential_ids(),
         renewals=DrivenRenewals() if renewals is None else renewals,
+        audit=audit,
+        live=live,
     )
 
 

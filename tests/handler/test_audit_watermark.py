@@ -8,8 +8,9 @@ from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
-from runledger import audit as audit_module
-from runledger.audit.runner import Audit, Finding
+from runledger.audit import runner as audit_module
+from runledger.audit.findings import Finding
+from runledger.audit.runner import Audit
 from runledger.delivery.app import App
 from runledger.ledger.watermarks import LedgerMarks, shard_key
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings

@@ -14,10 +14,10 @@ from runledger.audit.scheduler_state import (
     API,
     PAGE_SIZE,
     LiveJob,
-    SchedulerUnreadable,
     live_job,
     scheduler_lister,
 )
+from runledger.exceptions import SchedulerUnreadable
 from tests.handler.support import HANDLER_DIR
 
 PARENT = "projects/acme-prod/locations/europe-west1"

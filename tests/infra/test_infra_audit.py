@@ -21,7 +21,8 @@ from dedup_schedule.config import ConfigError
 from dedup_schedule.config_reader import parse_config
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from runledger import facts
-from runledger.audit.runner import AuditReport, Finding, log_report
+from runledger.audit.findings import AuditReport, Finding
+from runledger.audit.report import log_report
 from runledger.config import Settings
 from runledger.exceptions import StoreUnavailable, TerminalJobError
 from runledger.ledger.memory_store import MemoryRunStore

@@ -41,7 +41,7 @@ from hypothesis.stateful import (
 )
 
 from localrun.emulator import FirestoreEmulator
-from runledger import app as app_module
+from runledger.delivery import app as app_module
 from runledger.delivery.app import App, Response
 from runledger.exceptions import TerminalJobError
 from runledger.ledger.firestore_store import FirestoreRunStore

@@ -230,7 +230,7 @@ def test_errors_are_one_line(seeded, argv, message):
 
 
 def test_release_refuses_a_run_that_changed_since_it_was_read(seeded, monkeypatch):
-    from runledger import ledgerops
+    from runledger.ops import ledger_ops as ledgerops
 
     original = ledgerops.LedgerOps.plan_release
 

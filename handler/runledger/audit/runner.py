@@ -34,7 +34,7 @@ DEDUP_SCHEDULES, and the summary says so. Per job:
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
 
-Two ways to run. The handler's audit (`install_audit`) goes from each job's
+Two ways to run. The handler's audit (`audit.job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
 document per job), the runs settled since, and the runs still open, so each
 settled run is read once and each finding logged once; findings still open are
@@ -54,23 +54,19 @@ epochs), in the CLI (which only reads them) and in tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from typing import IO, TYPE_CHECKING, Any
+from dataclasses import replace
+from datetime import datetime, timedelta
 
-from runledger.audit.expected import ExpectedRun, listed_runs, schedule_times
-from runledger.audit.scheduler_state import Lister, LiveJob, SchedulerUnreadable
+from runledger.audit.expected import ExpectedRun, listed_runs
+from runledger.audit.findings import AuditFinding, AuditReport, Finding, PausedJob, judge
+from runledger.audit.scheduler_state import Lister, LiveJob
+from runledger.audit.walk import Walk, expired_count, listed_once, paused_at
 from runledger.delivery.identify import run_key
-from runledger.delivery.log import log_line
-from runledger.ledger.machine import RunIdentity, may_take_over
+from runledger.exceptions import SchedulerUnreadable
+from runledger.ledger.machine import RunIdentity
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
-from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
-
-if TYPE_CHECKING:
-    from runledger.delivery.app import App
-    from runledger.sdk.context import RunContext
+from runledger.schedules import AuditSettings, JobSchedule
 
 # Keys per batch read: one BatchGetDocuments call each.
 BATCH = 300
@@ -80,26 +76,6 @@ BATCH = 300
 # reads a job per 30-minute audit; their share is 10, so a backlog drains too.
 READ_BUDGET = 50_000
 
-
-class Finding(StrEnum):
-    MISSED = "missed"
-    STALE = "stale"
-    FAILED = "failed"
-    RELEASED = "released"
-    # One per job, not per run: the job's runs were not judged (see the module doc).
-    DRIFTED = "drifted"
-    UNAUDITABLE = "unauditable"
-
-    @property
-    def per_job(self) -> bool:
-        return self in (Finding.DRIFTED, Finding.UNAUDITABLE)
-
-    @property
-    def outcome(self) -> str:
-        """The `outcome` of the finding's log line, which the stack's log-based metrics count."""
-        return f"job_{self.value}" if self.per_job else f"run_{self.value}"
-
-
 # The findings the audit's catch-up redoes (a stale run through the takeover rule).
 _CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
 
@@ -107,93 +83,6 @@ _CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
 Reader = Callable[[Sequence[str]], Mapping[str, RunRecord]]
 # Each audited job's epoch at the audit's `now`; a job left out is judged over the whole window.
 Epochs = Callable[[Sequence[JobSchedule], datetime], Mapping[str, datetime]]
-
-
-@dataclass(frozen=True)
-class AuditFinding:
-    job: str
-    schedule_time: datetime | None  # None for a finding about the whole job
-    finding: Finding
-    run_key: str | None
-    record: RunRecord | None
-    catch_up: str | None = None  # the outcome of the audit's own attempt, if it made one
-    detail: str | None = None  # why, for a finding about the whole job
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "job": self.job,
-            "schedule_time": None if self.schedule_time is None else rfc3339(self.schedule_time),
-            "finding": self.finding.value,
-            "run_key": self.run_key,
-        }
-        if self.record is not None:
-            data.update(attempts=self.record.attempts, error=self.record.error)
-        if self.catch_up is not None:
-            data["catch_up"] = self.catch_up
-        if self.detail is not None:
-            data["detail"] = self.detail
-        return data
-
-
-@dataclass(frozen=True)
-class PausedJob:
-    """A job deliberately not run: paused since `since` (None: Scheduler did not say)."""
-
-    job: str
-    since: datetime | None
-
-    def describe(self) -> str:
-        return self.job + ("" if self.since is None else f" since {rfc3339(self.since)}")
-
-
-@dataclass(frozen=True)
-class AuditReport:
-    window_start: datetime
-    window_end: datetime
-    jobs: int
-    checked: int  # schedule times that had settled and were judged
-    pending: int  # schedule times still inside their retry window
-    before_epoch: int  # schedule times before their job's epoch: never judged
-    reads: int  # documents read: epochs or watermarks, and the runs judged
-    findings: list[AuditFinding] = field(default_factory=list)
-    # Findings an earlier audit reported whose runs are still not done: shown, not logged again.
-    open: tuple[AuditFinding, ...] = ()
-    deferred: int = 0  # settled runs left, unread, for the next audit (over READ_BUDGET)
-    # Runs between a watermark and the look-back's start: no audit ran in time to judge them.
-    expired: int = 0
-    paused: tuple[PausedJob, ...] = ()
-    paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
-    # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
-    scheduler_unread: str | None = None
-
-    @property
-    def job_states(self) -> str:
-        """Where the jobs' paused state and live schedules came from, for the summary."""
-        if self.scheduler_unread is None:
-            return "job states from Cloud Scheduler"
-        return (
-            f"Cloud Scheduler not read ({self.scheduler_unread}): job states from DEDUP_SCHEDULES"
-        )
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def judge(
-    run: ExpectedRun, records: Sequence[RunRecord], now: datetime, lease: timedelta
-) -> Finding | None:
-    """The finding for a settled run given its unexpired records (at most one per instant)."""
-    if now < run.settles_at(lease):
-        return None
-    if not records:
-        return Finding.MISSED
-    if any(record.status is Status.COMPLETED for record in records):
-        return None
-    record = records[0]
-    if record.status is Status.IN_PROGRESS:
-        return Finding.STALE if may_take_over(record, now) else None
-    return Finding.FAILED if record.status is Status.FAILED else Finding.RELEASED
 
 
 class Audit:
@@ -276,8 +165,8 @@ class Audit:
         epochs = self._epochs(judged, now) if judged else {}
         runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
         pauses = {item.job: item.since for item in paused}
-        held = [run for run in runs if _paused_at(run, pauses)]
-        runs = [run for run in runs if not _paused_at(run, pauses)]
+        held = [run for run in runs if paused_at(run, pauses)]
+        runs = [run for run in runs if not paused_at(run, pauses)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = self._keys(settled)
         records = self._read_all(list(keys.values()))
@@ -320,7 +209,7 @@ class Audit:
         pauses = {item.job: item.since for item in base.paused}
         per_job = max(READ_BUDGET // max(len(judged), 1), 1)
         findings = list(base.findings)
-        walks: list[_Walk] = []
+        walks: list[Walk] = []
         expired = 0
         listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]] = {}
         for schedule in judged:
@@ -328,19 +217,19 @@ class Audit:
             judged_to = None if state.mark is None else state.mark.judged_to
             begin = start if judged_to is None else max(start, judged_to)
             try:
-                listed = _listed(listings, schedule, begin, now)
+                listed = listed_once(listings, schedule, begin, now)
             except Exception as exc:  # croniter's errors have no common base
                 reason = f"{type(exc).__name__}: {exc}"
                 findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
                 continue
             if judged_to is not None and judged_to < start:
-                expired += _expired(schedule, judged_to, start, state.epoch)
+                expired += expired_count(schedule, judged_to, start, state.epoch)
             kept = () if state.mark is None else state.mark.open
             # An open run older than the look-back leaves it: shown until then, then dropped.
             reopened = [run for run in kept if run.instants[-1] > start]
             # Open runs are read again within the job's share too, oldest first; the
             # rest stay open as last judged, shown in the summary, read by a later audit.
-            walk = _Walk(schedule, state.epoch, judged_to, reopened[:per_job])
+            walk = Walk(schedule, state.epoch, judged_to, reopened[:per_job])
             walk.carried = reopened[per_job:]
             walk.advance(listed, pauses, now, self._lease, per_job)
             walks.append(walk)
@@ -431,87 +320,6 @@ class Audit:
         return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
 
 
-class _Walk:
-    """One job's way from its watermark: the runs this audit reads and where it stops."""
-
-    def __init__(
-        self,
-        job: JobSchedule,
-        epoch: datetime,
-        judged_to: datetime | None,
-        reopened: list[OpenRun],
-    ) -> None:
-        self.job = job
-        self.epoch = epoch
-        self.judged_to = judged_to
-        self.reopened = reopened
-        self.new: list[ExpectedRun] = []
-        self.carried: list[OpenRun] = []  # open runs over the budget: kept unread
-        self.pending = self.before_epoch = self.paused_runs = self.deferred = 0
-
-    def advance(
-        self,
-        listed: Sequence[ExpectedRun],
-        pauses: Mapping[str, datetime | None],
-        now: datetime,
-        lease: timedelta,
-        budget: int,
-    ) -> None:
-        """Pass the settled runs in order, up to `budget` reads; the watermark ends at the last.
-
-        Times before the epoch and paused times are passed without a read. The
-        first run not yet settled, or over the budget, stops the watermark: it
-        and every later run are looked at again by the next audit.
-        """
-        left = budget - sum(len(run.instants) for run in self.reopened)
-        stopped = False
-        for run in listed:
-            before = run.schedule_time < self.epoch
-            held = not before and _paused_at(run, pauses)
-            settled = run.settles_at(lease) <= now
-            needs = 0 if before or held else len(run.instants)
-            stopped = stopped or not settled or (needs > 0 and needs > max(left, 0))
-            if before:
-                self.before_epoch += 1
-            elif held:
-                self.paused_runs += 1
-            elif not settled:
-                self.pending += 1
-            elif stopped:
-                self.deferred += 1
-            else:
-                self.new.append(run)
-                left -= needs
-            if not stopped:
-                self.judged_to = run.instants[-1]
-
-
-def _listed(
-    listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]],
-    job: JobSchedule,
-    begin: datetime,
-    end: datetime,
-) -> list[ExpectedRun]:
-    """`job`'s times in (begin, end], listed once per schedule, zone and start in one audit.
-
-    Jobs on one cron line judged to one instant (the usual steady state) share
-    the listing, which is most of an audit's CPU otherwise.
-    """
-    key = (job.schedule, job.time_zone, begin)
-    if key not in listings:
-        listings[key] = [run.instants for run in schedule_times(job, begin, end)]
-    return [ExpectedRun(job, instants) for instants in listings[key]]
-
-
-def _expired(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
-    """The job's times after its watermark that left the look-back before an audit judged them."""
-    try:
-        listed = schedule_times(job, judged_to, start)
-    except Exception:  # croniter's errors have no common base; the listing after says why
-        return 0
-    return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
-
-
 def _present(
     run: ExpectedRun,
     records: Mapping[str, RunRecord],
@@ -547,138 +355,3 @@ def _drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
 
 def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:
     return AuditFinding(job, None, finding, None, None, detail=detail)
-
-
-def _paused_at(run: ExpectedRun, pauses: Mapping[str, datetime | None]) -> bool:
-    """Whether the run falls in its job's pause (a pause of unknown start covers the window)."""
-    if run.job.id not in pauses:
-        return False
-    since = pauses[run.job.id]
-    return since is None or run.instants[-1] >= since
-
-
-# Still-open findings the summary line lists by name (all are counted in `open`).
-OPEN_SHOWN = 50
-
-_SEVERITY = {
-    Finding.MISSED: "ERROR",
-    Finding.STALE: "ERROR",
-    Finding.FAILED: "ERROR",
-    Finding.RELEASED: "WARNING",
-    Finding.DRIFTED: "ERROR",
-    Finding.UNAUDITABLE: "ERROR",
-}
-
-
-def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AUDIT_JOB_ID) -> None:
-    """One structured line per finding, then one summary line (its absence means no audit ran).
-
-    job: the audit's own job id (DEDUP_AUDIT_JOB), which the summary line carries.
-    """
-    for item in report.findings:
-        if item.schedule_time is None:
-            log_line(
-                _SEVERITY[item.finding],
-                f"job {item.finding.value}: {item.job}: {item.detail}",
-                stream,
-                outcome=item.finding.outcome,
-                job=item.job,
-                detail=item.detail,
-            )
-            continue
-        message = f"scheduled run {item.finding.value}: {item.job} at {rfc3339(item.schedule_time)}"
-        log_line(
-            _SEVERITY[item.finding],
-            message,
-            stream,
-            outcome=item.finding.outcome,
-            job=item.job,
-            schedule_time=rfc3339(item.schedule_time),
-            run_key=item.run_key,
-            attempts=None if item.record is None else item.record.attempts,
-            error=None if item.record is None else item.record.error,
-            catch_up=item.catch_up,
-        )
-    counts = {kind.value: 0 for kind in Finding}
-    for item in report.findings:
-        counts[item.finding.value] += 1
-    log_line(
-        "WARNING" if report.findings or report.open or report.expired else "INFO",
-        summary_text(report),
-        stream,
-        outcome="audit_summary",
-        job=job,
-        window_start=rfc3339(report.window_start),
-        window_end=rfc3339(report.window_end),
-        jobs=report.jobs,
-        checked=report.checked,
-        pending=report.pending,
-        before_epoch=report.before_epoch,
-        reads=report.reads,
-        findings=len(report.findings),
-        caught_up=sum(1 for item in report.findings if item.catch_up is not None),
-        paused_jobs=[
-            {"job": item.job, "since": None if item.since is None else rfc3339(item.since)}
-            for item in report.paused
-        ],
-        paused_runs=report.paused_runs,
-        open=len(report.open),
-        open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
-        deferred=report.deferred,
-        expired=report.expired,
-        scheduler_read=report.scheduler_unread is None,
-        scheduler_unread=report.scheduler_unread,
-        **counts,
-    )
-
-
-def _open_entry(item: AuditFinding) -> dict[str, Any]:
-    """A still-open finding as the summary lists it."""
-    when = None if item.schedule_time is None else rfc3339(item.schedule_time)
-    return {"job": item.job, "schedule_time": when, "finding": item.finding.value}
-
-
-def summary_text(report: AuditReport) -> str:
-    """The summary's words: findings, the paused jobs (not findings), where job states came from."""
-    text = f"audit: {len(report.findings)} finding(s) in {report.checked} scheduled run(s)"
-    if report.open:
-        text += f"; {len(report.open)} reported earlier, still open"
-    if report.deferred:
-        text += f"; {report.deferred} settled run(s) left for the next audit"
-    if report.expired:
-        text += f"; {report.expired} run(s) left the look-back unjudged (no audit ran in time)"
-    if report.paused:
-        shown = ", ".join(item.describe() for item in report.paused)
-        text += f"; paused (not run, not findings): {shown}"
-    return f"{text}; {report.job_states}"
-
-
-def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
-    """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
-
-    It audits from the watermarks (`runledger.ledger.watermarks`): each settled run read once.
-
-    The stack's audit Scheduler job delivers under `settings.job` (DEDUP_AUDIT_JOB);
-    the audit then runs as that run's job, so two deliveries of one audit time audit once. Each
-    catch-up goes through `app.catch_up`, the same claim as a delivery, so a late
-    Scheduler retry of that run and the audit cannot both run it. `live` lists
-    the jobs' live state (None: Scheduler is not asked, DEDUP_SCHEDULES says).
-    """
-
-    def audit_job(context: RunContext) -> None:
-        def catch_up(run: RunIdentity) -> str:
-            context.ensure_lease()  # an audit that lost its run stops catching up
-            return app.catch_up(run).outcome
-
-        audit = Audit(
-            settings,
-            lease=app.settings.lease,
-            read=app.ledger.read_many,
-            clock=app.ledger.now,
-            catch_up=catch_up,
-            live=live,
-            marks=app.ledger.audit_marks(settings.project, settings.region),
-        )
-        log_report(audit.run(), job=settings.job)
-
-    app.jobs = {**app.jobs, settings.job: audit_job}

@@ -30,17 +30,13 @@ from datetime import datetime
 from typing import Any
 
 from runledger.delivery.identify import parse_schedule_time
-from runledger.exceptions import BadRequest
+from runledger.exceptions import BadRequest, SchedulerUnreadable
 
 API = "https://cloudscheduler.googleapis.com/v1"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 PAGE_SIZE = 500  # the largest page jobs.list returns
 _TIMEOUT_S = 10
 _MAX_PAGES = 20
-
-
-class SchedulerUnreadable(Exception):
-    """Cloud Scheduler could not be read; the message says why, in one line."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from runledger.audit.runner import install_audit
-from runledger.audit.scheduler_state import scheduler_lister
+from runledger import facts
+from runledger.audit.job import audit_job
+from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.config import Settings
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
@@ -132,9 +133,24 @@ class App:
         renewals: Renewals | None = None,
         duplicate_wait: DuplicateWait | None = None,
         zones: Mapping[str, ZoneInfo] | None = None,
+        audit: AuditSettings | None = None,
+        live: Lister | None = None,
     ) -> None:
+        """`audit` (None: no audit) is served under its own job id (`audit.job`) next to `jobs`.
+
+        `live` lists the audited jobs' live state (None: Scheduler is not asked).
+        """
         self.settings = settings
         self.jobs = jobs
+        if audit is not None:
+            run_audit = audit_job(
+                audit,
+                lease=settings.lease,
+                ledger=lambda: self.ledger,
+                catch_up=lambda run: self.catch_up(run).outcome,
+                live=live,
+            )
+            self.jobs = {**jobs, audit.job: run_audit}
         self._store_factory = store_factory
         self._clock = clock
         self._new_attempt_id = new_attempt_id
@@ -164,15 +180,15 @@ class App:
 
         audit = audit_settings(env, settings)
         check_jobs(audit, jobs, settings.jobs_module)
-        app = cls(
+        return cls(
             settings,
             jobs,
             firestore_store,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
+            audit=audit,
+            live=scheduler_lister(audit.project, audit.region, env),
         )
-        install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
-        return app
 
     @property
     def ledger(self) -> Ledger:
@@ -364,7 +380,9 @@ class App:
                 return Response(200, "completed", "run completed")
             if status is Status.FAILED:
                 self.ledger.fail(claim, error or "")
-                return Response(422, "failed_terminal", "run failed terminally; not retried")
+                return Response(
+                    422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
+                )
             self.ledger.release(claim, error or "")
             return Response(500, "failed_retryable", "run failed; released for a retry")
         except LeaseLost:

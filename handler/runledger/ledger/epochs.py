@@ -9,7 +9,7 @@ it saw and the instant it first saw them, and judges only schedule times at or
 after that instant.
 
 One epoch document per (project, region, job), kept out of the run collection
-(see `store.AuditStore`), so run listings never show it. The first audit that
+(see `EpochStore`), so run listings never show it. The first audit that
 sees a job creates its document with exists=false: concurrent audits agree on
 one epoch, since one create wins and the others read it. An audit that finds
 a different schedule or time zone there (a changed schedule, or a rollback to
@@ -26,13 +26,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.schedules import JobSchedule
-
-if TYPE_CHECKING:
-    from runledger.ledger.store import AuditStore
 
 # Rounds of read-then-write while other audits keep changing one job's epoch
 # (only two handler revisions with different schedules do that, during a deploy).
@@ -71,6 +68,24 @@ class StoredEpoch:
     version: Any
 
 
+class EpochStore(Protocol):
+    """Where the audit keeps each job's epoch: next to the runs, never among them.
+
+    Epochs live outside the run collection, so run listings and queries never
+    see them, and no TTL policy applies to them. This module decides what to
+    write; a store only reads, creates and compare-and-sets.
+    """
+
+    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
+        """The epochs among `keys` that exist, by key, in one round trip."""
+
+    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
+        """Write a new epoch and return its version; raise RecordExists if the key is taken."""
+
+    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
+        """Overwrite the epoch if still at `version`; raise VersionConflict if not (or gone)."""
+
+
 def epoch_key(project: str, region: str, job: str) -> str:
     """The epoch document's id: fixed length, whatever the job id (run keys hash the same scope)."""
     canonical = "\n".join(["epoch-v1", project, region, job])
@@ -78,7 +93,7 @@ def epoch_key(project: str, region: str, job: str) -> str:
 
 
 def read_epochs(
-    store: AuditStore, project: str, region: str, schedules: Sequence[JobSchedule]
+    store: EpochStore, project: str, region: str, schedules: Sequence[JobSchedule]
 ) -> dict[str, datetime]:
     """Each job's epoch, if one is on record for its current schedule and time zone.
 
@@ -94,7 +109,7 @@ def read_epochs(
 
 
 def record_epochs(
-    store: AuditStore,
+    store: EpochStore,
     project: str,
     region: str,
     schedules: Sequence[JobSchedule],
@@ -109,7 +124,7 @@ def record_epochs(
 
 
 def _settle(
-    store: AuditStore, key: str, job: JobSchedule, stored: StoredEpoch | None, now: datetime
+    store: EpochStore, key: str, job: JobSchedule, stored: StoredEpoch | None, now: datetime
 ) -> datetime:
     fresh = AuditEpoch(job.id, job.schedule, job.time_zone, now)
     for _ in range(_ROUNDS):

@@ -22,12 +22,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
-from runledger.ledger.epochs import record_epochs
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
-from runledger.ledger.store import AuditStore, RunStore, WorkStore
-from runledger.ledger.watermarks import LedgerMarks
+from runledger.ledger.store import RunStore, WorkStore
+from runledger.ledger.watermarks import AuditStore, LedgerMarks
 from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id
-from runledger.schedules import JobSchedule
 
 # Instances' clocks may disagree by up to this much (Cloud Run hosts are
 # NTP-synchronised to well under a second). A lease is only taken over once it
@@ -167,14 +165,6 @@ class Ledger:
     def read_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
         """The records among `keys` that exist, in one round trip (the audit's read)."""
         return self._store.get_many(keys)
-
-    def audit_epochs(
-        self, project: str, region: str, schedules: Sequence[JobSchedule], now: datetime
-    ) -> dict[str, datetime]:
-        """Each job's audit epoch, recorded at `now` where none holds for its schedule yet."""
-        if not isinstance(self._store, AuditStore):
-            raise TypeError(f"{type(self._store).__name__} cannot keep audit epochs")
-        return record_epochs(self._store, project, region, schedules, now)
 
     def audit_marks(self, project: str, region: str) -> LedgerMarks:
         """The audit's watermarks (`ledger.watermarks`), for one audit to load and save."""

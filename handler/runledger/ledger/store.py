@@ -2,13 +2,13 @@
 
 A run store reads, creates and compare-and-sets one record per run; a work
 store adds a run's items: a batched read, and a fenced create or delete that
-commits with a change to the run; an audit store keeps the audit's epoch per
-job (`runledger.ledger.epochs`) and its watermarks (`runledger.ledger.watermarks`) with the
-same three primitives, on documents of their own. Every write that follows a
-claim is fenced by the version the claimant last saw, so a store only needs
-atomic create and compare-and-set; no transactions. `runledger.ledger.machine.Ledger`
-is their one caller for writes (it hands the audit's stores to `epochs` and
-`watermarks`).
+commits with a change to the run. The audit's store (its epoch per job and its
+watermarks, with the same three primitives on documents of their own) is
+declared beside its readers: `epochs.EpochStore`, `watermarks.AuditStore`.
+Every write that follows a claim is fenced by the version the claimant last
+saw, so a store only needs atomic create and compare-and-set; no transactions.
+`machine.Ledger` is their one caller for writes (it hands the audit's stores to
+`epochs` and `watermarks`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from runledger.ledger.epochs import AuditEpoch, StoredEpoch
 from runledger.ledger.record import RunRecord, Versioned
-from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem
 
 
@@ -66,31 +64,3 @@ class WorkStore(RunStore, Protocol):
         Returns the run's new version. Raises VersionConflict if the run moved
         on; then nothing is written.
         """
-
-
-@runtime_checkable
-class AuditStore(Protocol):
-    """Where the audit keeps each job's epoch: next to the runs, never among them.
-
-    Epochs live outside the run collection, so run listings and queries never
-    see them, and no TTL policy applies to them. `runledger.ledger.epochs` decides
-    what to write; a store only reads, creates and compare-and-sets.
-    """
-
-    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
-        """The epochs among `keys` that exist, by key, in one round trip."""
-
-    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
-        """Write a new epoch and return its version; raise RecordExists if the key is taken."""
-
-    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
-        """Overwrite the epoch if still at `version`; raise VersionConflict if not (or gone)."""
-
-    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
-        """The watermark shards among `keys` that exist, by key, in one round trip."""
-
-    def create_shard(self, key: str, shard: StoredShard) -> Any:
-        """Write a new shard and return its version; raise RecordExists if the key is taken."""
-
-    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
-        """Overwrite the shard if still at `version`; raise VersionConflict if not (or gone)."""

@@ -13,7 +13,7 @@ look-back.
 The marks of all jobs are spread over at most `SHARDS` documents, by a hash of
 the job id, so an audit reads (and writes) min(jobs, SHARDS) of them: at 5,000
 jobs that is 256 documents against one per scheduled run, not one per job. A
-shard's document lives next to the epochs (see `store.AuditStore`) and is
+shard's document lives next to the epochs (see `AuditStore`) and is
 written with the same fencing: created with exists=false, or replaced at the
 `update_time` the audit read. An audit that loses that race drops what it
 judged of that shard's jobs (the winner reports it), so a watermark never
@@ -29,14 +29,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.ledger.epochs import record_epochs
+from runledger.ledger.epochs import EpochStore, record_epochs
 from runledger.schedules import JobSchedule
-
-if TYPE_CHECKING:
-    from runledger.ledger.store import AuditStore
 
 # Documents the marks are spread over: bounds an audit's overhead reads and writes.
 SHARDS = 256
@@ -115,6 +112,24 @@ class JobState:
 
     epoch: datetime
     mark: JobMark | None
+
+
+@runtime_checkable
+class AuditStore(EpochStore, Protocol):
+    """The audit's store: each job's epoch (`EpochStore`) and its watermark shards.
+
+    Shards live next to the epochs, outside the run collection. This module
+    decides what to write; a store only reads, creates and compare-and-sets.
+    """
+
+    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
+        """The watermark shards among `keys` that exist, by key, in one round trip."""
+
+    def create_shard(self, key: str, shard: StoredShard) -> Any:
+        """Write a new shard and return its version; raise RecordExists if the key is taken."""
+
+    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
+        """Overwrite the shard if still at `version`; raise VersionConflict if not (or gone)."""
 
 
 def shard_key(project: str, region: str, job: str) -> str:

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from runledger.audit.runner import AuditReport, rfc3339
+from runledger.audit.findings import AuditReport, rfc3339
 from runledger.ledger.record import RunRecord, Status
 from runledger.ops.ledger_ops import ReleasePlan, RunRow
 
