@@ -32,7 +32,7 @@ from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
 from runledger.audit.expected import ExpectedRun
 from runledger.audit.findings import Finding
-from runledger.config import Settings
+from runledger.config import LEASE_ENV, Settings
 from runledger.ledger.epochs import record_epochs
 from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings, parse_schedules
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
@@ -108,7 +108,7 @@ def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:
     retry window + the lease + clock skew, on the handler's real clock.
     """
     schedules = {job.id: job for job in parse_schedules(env[SCHEDULES_VARIABLE])}
-    lease = timedelta(seconds=int(env["DEDUP_LEASE_SECONDS"]))
+    lease = timedelta(seconds=int(env[LEASE_ENV]))
     return max(
         (
             ExpectedRun(schedules[plan.job], (plan.schedule_time,)).settles_at(lease)

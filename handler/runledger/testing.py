@@ -32,7 +32,7 @@ from typing import Any
 
 from runledger.config import Settings
 from runledger.delivery.app import App
-from runledger.delivery.identify import JOB_HEADER, SCHEDULE_HEADER, identify_run
+from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import RunRecord
@@ -122,12 +122,14 @@ class JobHarness:
     ) -> list[tuple[str, str]]:
         """What Cloud Scheduler sends for `job` at `schedule_time`, as the program configures it."""
         settings = self.app.settings
-        return [
-            (JOB_HEADER, job),
-            (SCHEDULE_HEADER, schedule_time.astimezone(UTC).isoformat().replace("+00:00", "Z")),
-            (settings.project_header, PROJECT),
-            (settings.region_header, REGION),
-        ]
+        return scheduler_headers(
+            job,
+            schedule_time,
+            PROJECT,
+            REGION,
+            project_header=settings.project_header,
+            region_header=settings.region_header,
+        )
 
     def deliver(
         self,

@@ -21,6 +21,7 @@ from runledger.audit.scheduler_state import Lister
 from runledger.config import Settings
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
+from runledger.delivery.identify import scheduler_headers as delivery_headers
 from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
@@ -127,12 +128,7 @@ def scheduler_headers(
     region: str = "europe-west1",
     **extra: str,
 ) -> list[tuple[str, str]]:
-    headers = [
-        ("X-CloudScheduler-JobName", job),
-        ("X-CloudScheduler-ScheduleTime", schedule_time),
-        ("X-Dedup-Project", project),
-        ("X-Dedup-Region", region),
-    ]
+    headers = delivery_headers(job, schedule_time, project, region)
     return headers + [(name.replace("_", "-"), value) for name, value in extra.items()]
 
 

@@ -20,7 +20,12 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery.identify import parse_schedule_time, run_key
+from runledger.delivery.identify import (
+    parse_schedule_time,
+    run_key,
+    schedule_time_text,
+    scheduler_headers,
+)
 from runledger.exceptions import StoreUnavailable
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import RunRecord, Versioned
@@ -75,18 +80,13 @@ def deliver(
 def schedule_time_now(offset_s: int = 0) -> str:
     """A schedule time inside the retention window and not in the future (not a forced run)."""
     moment = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5 - offset_s)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return schedule_time_text(moment)
 
 
 def run_headers(
     job: str, schedule_time: str, project: str = PROJECT, region: str = REGION
 ) -> list[tuple[str, HeaderValue]]:
-    return [
-        ("X-CloudScheduler-JobName", job),
-        ("X-CloudScheduler-ScheduleTime", schedule_time),
-        ("X-Dedup-Project", project),
-        ("X-Dedup-Region", region),
-    ]
+    return list(scheduler_headers(job, schedule_time, project, region))
 
 
 def probe_key(job: str, schedule_time: str) -> str:

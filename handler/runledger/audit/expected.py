@@ -83,23 +83,38 @@ def _scan_margin(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
     return _MAX_OFFSET_CHANGE
 
 
-def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[ExpectedRun]:
-    """`job`'s scheduled times in (start, end], oldest first (a repeated one by either instant)."""
-    zone = job.zone
+def schedule_instants(
+    schedule: str, zone: ZoneInfo, start: datetime, end: datetime
+) -> list[tuple[datetime, ...]]:
+    """The times a unix-cron `schedule` in `zone` fires in (start, end], oldest first.
+
+    Each as the instant(s) it may be stamped with (`_instants`): a wall time the
+    clocks skip is not listed, one they repeat is listed once with both. The
+    audit's expected runs and the local demo's Scheduler (`localrun.simulator`)
+    both come from here, so they agree on daylight-saving days.
+    """
     margin = _scan_margin(zone, start, end)
     first = start.astimezone(zone).replace(tzinfo=None) - margin
     last = end.astimezone(zone).replace(tzinfo=None) + margin
     from croniter import croniter  # only the audit lists times: off a delivery's imports
 
-    walls = croniter(job.schedule, first)  # naive: pure wall-clock matching
-    runs: list[ExpectedRun] = []
+    walls = croniter(schedule, first)  # naive: pure wall-clock matching
+    listed: list[tuple[datetime, ...]] = []
     while (wall := walls.get_next(datetime)) <= last:
         instants = _instants(wall, zone)
         # A repeated wall time belongs to the window while its later instant does: it
         # settles from that one, so a window just long enough for other runs judges it too.
         if instants and start < instants[-1] and instants[0] <= end:
-            runs.append(ExpectedRun(job, instants))
-    return runs
+            listed.append(instants)
+    return listed
+
+
+def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[ExpectedRun]:
+    """`job`'s scheduled times in (start, end], oldest first (a repeated one by either instant)."""
+    return [
+        ExpectedRun(job, instants)
+        for instants in schedule_instants(job.schedule, job.zone, start, end)
+    ]
 
 
 def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> int:

@@ -13,12 +13,18 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import BadRequest
-from runledger.facts import JOB_HEADER, JOB_ID, SCHEDULE_HEADER
+from runledger.facts import (
+    DEFAULT_PROJECT_HEADER,
+    DEFAULT_REGION_HEADER,
+    JOB_HEADER,
+    JOB_ID,
+    SCHEDULE_HEADER,
+)
 from runledger.ledger.machine import RunIdentity
 
 # Scheduled deliveries never arrive before their schedule time; one stamped
@@ -157,6 +163,45 @@ def _unstamped(job: str, project: str, region: str, window: timedelta, index: in
         region=region,
         manual=True,
     )
+
+
+def schedule_time_text(when: datetime, zone: tzinfo | None = None, timespec: str = "auto") -> str:
+    """`when` as a ScheduleTime header value: RFC 3339 in UTC with `Z` (as Cloud
+    Scheduler writes it, `facts.SCHEDULE_HEADER`), or at `zone`'s offset (`UTC`
+    gives `+00:00`), forms `parse_schedule_time` reads as the same instant.
+    `timespec` as `datetime.isoformat` takes it."""
+    if zone is None:
+        return when.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+    return when.astimezone(zone).isoformat(timespec=timespec)
+
+
+def scheduler_headers(
+    job: str,
+    schedule_time: datetime | str | None,
+    project: str | None = None,
+    region: str | None = None,
+    *,
+    project_header: str = DEFAULT_PROJECT_HEADER,
+    region_header: str = DEFAULT_REGION_HEADER,
+) -> list[tuple[str, str]]:
+    """What Cloud Scheduler sends a job's target, the headers `identify_delivery` reads.
+
+    The job's id and its schedule time (a datetime is written by
+    `schedule_time_text`; a string as given; None, as for a forced run, sends no
+    ScheduleTime), then the stack's project and region headers (the names
+    DEDUP_PROJECT_HEADER / DEDUP_REGION_HEADER set; None leaves one out).
+    """
+    headers = [(JOB_HEADER, job)]
+    if schedule_time is not None:
+        stamp = (
+            schedule_time if isinstance(schedule_time, str) else schedule_time_text(schedule_time)
+        )
+        headers.append((SCHEDULE_HEADER, stamp))
+    if project is not None:
+        headers.append((project_header, project))
+    if region is not None:
+        headers.append((region_header, region))
+    return headers
 
 
 def identify_delivery(

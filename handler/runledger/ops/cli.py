@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 from runledger.audit.expected import AuditTooLarge
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister, scheduler_lister
-from runledger.config import Settings
+from runledger.config import COLLECTION_ENV, DATABASE_ENV, Settings
 from runledger.exceptions import ConfigError
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.ledger.epochs import read_epochs
@@ -281,8 +281,8 @@ def main(
     env = os.environ if env is None else env
     args = build_parser().parse_args(argv)
     # The ledger's place, as the handler reads it (the exports `make demo ARGS=--keep` prints).
-    args.database = args.database or env.get("DEDUP_DATABASE") or DEFAULT_DATABASE
-    args.collection = args.collection or env.get("DEDUP_COLLECTION") or DEFAULT_COLLECTION
+    args.database = args.database or env.get(DATABASE_ENV) or DEFAULT_DATABASE
+    args.collection = args.collection or env.get(COLLECTION_ENV) or DEFAULT_COLLECTION
     if args.command == "audit":
         try:
             return run_audit(args, env, clock(), client_factory, stdout, stderr, lister_factory)

@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runledger.config import JOBS_MODULE_ENV
 from runledger.exceptions import ConfigError
 from runledger.facts import JOB_ID
 from runledger.sdk.context import RunContext
@@ -29,7 +30,7 @@ class Jobs(dict[str, JobFn]):
         return register
 
 
-def load_jobs(module_name: str, variable: str = "DEDUP_JOBS_MODULE") -> Mapping[str, JobFn]:
+def load_jobs(module_name: str, variable: str = JOBS_MODULE_ENV) -> Mapping[str, JobFn]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
