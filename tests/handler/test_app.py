@@ -23,7 +23,6 @@ from tests.handler.support import (
     LEASE,
     T0,
     DrivenRenewals,
-    FakeClock,
     Takeover,
     default_run_key,
     deliver,
@@ -47,11 +46,6 @@ class Recorder:
             self.runs.append(ctx.run_id)
         if self.fail_with is not None:
             raise self.fail_with
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def stored(firestore_store, app):

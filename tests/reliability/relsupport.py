@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
+from localrun.handler_server import HandlerServer, start_handler
 from runledger.delivery.identify import (
     parse_schedule_time,
     run_key,
@@ -250,3 +251,19 @@ class FaultyStore:
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
         return self._call("update", lambda: self.inner.update(key, changes, version))
+
+
+class Servers:
+    """Starts handler processes for one test and kills every one of them afterwards."""
+
+    def __init__(self) -> None:
+        self.started: list[HandlerServer] = []
+
+    def start(self, env: Mapping[str, str]) -> HandlerServer:
+        server = start_handler(env, ready_timeout_s=60)
+        self.started.append(server)
+        return server
+
+    def reap(self) -> None:
+        for server in self.started:
+            server.kill()

@@ -17,9 +17,9 @@ import pytest
 
 from localrun.emulator import FirestoreEmulator
 from runledger.ledger.record import Status
-from tests.reliability.conftest import Servers
 from tests.reliability.faultjobs import BARRIER
 from tests.reliability.relsupport import (
+    Servers,
     completed_work,
     deliver,
     effects,

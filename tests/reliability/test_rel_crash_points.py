@@ -27,11 +27,11 @@ from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
 from tests.handler.support import FakeClock, make_app, scheduler_headers
-from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     Crash,
     Fault,
     FaultyStore,
+    Servers,
     deliver,
     effects,
     probe_run,

@@ -31,9 +31,8 @@ from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
-from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
-from tests.reliability.relsupport import deliver, effects, log_entries, wait_for
+from tests.reliability.relsupport import Servers, deliver, effects, log_entries, wait_for
 from tests.stacks import ANY_STACK
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,9 +24,9 @@ from localrun.emulator import FirestoreEmulator
 from runledger.delivery.app import MAX_BODY_BYTES
 from runledger.ledger.memory_store import MemoryRunStore
 from tests.handler.support import FakeClock, make_app
-from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
+    Servers,
     completed_work,
     count_docs,
     deliver,

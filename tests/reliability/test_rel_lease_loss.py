@@ -40,11 +40,11 @@ from tests.handler.support import (
 from tests.handler.support import (
     settings as app_settings,
 )
-from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
     Fault,
     FaultyStore,
+    Servers,
     completed_work,
     deliver,
     log_entries,

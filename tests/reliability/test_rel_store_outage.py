@@ -29,12 +29,12 @@ from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from runledger.ledger.store import RunStore
 from tests.handler.support import DrivenRenewals, FakeClock, make_app, scheduler_headers
-from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
     Fault,
     FaultyStore,
     Reply,
+    Servers,
     completed_work,
     deliver,
     effects,

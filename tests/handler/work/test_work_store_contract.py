@@ -7,21 +7,12 @@ from datetime import timedelta
 import pytest
 
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.store import WorkStore
 from runledger.ledger.workitem import WorkItem, WorkKind
 from tests.handler.support import RETENTION, T0
 from tests.handler.support import run_record as record
 
 EXPIRE_AT = T0 + RETENTION  # the run's, which its items copy
-
-
-@pytest.fixture(params=["firestore", "memory"])
-def store(request) -> WorkStore:
-    if request.param == "memory":
-        return MemoryRunStore()
-    return FirestoreRunStore(request.getfixturevalue("firestore_db"), "scheduler_runs")
 
 
 def item(name: str = "extract", value: object = None, attempt_id: str = "a1") -> WorkItem:

@@ -25,7 +25,6 @@ from google.cloud.workflows.executions_v1.services.executions.transports import 
     ExecutionsGrpcTransport,
 )
 
-from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
 from runledger.sdk.cloud_run_task import TaskIdentity
 from runledger.targets import (
@@ -34,7 +33,7 @@ from runledger.targets import (
     cloud_run_job_target,
     workflow_target,
 )
-from tests.handler.support import FakeClock, default_run_key, make_app, scheduler_headers
+from tests.handler.support import default_run_key, make_app, scheduler_headers
 
 WORKFLOW = "projects/acme-prod/locations/europe-west1/workflows/nightly-etl"
 RUN_JOB = "projects/acme-prod/locations/europe-west1/jobs/reindex"
@@ -159,16 +158,6 @@ def cloud_run():
     fake.server.shutdown()
 
 
-@pytest.fixture
-def store(firestore_db) -> FirestoreRunStore:
-    return FirestoreRunStore(firestore_db, "scheduler_runs")
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
 def deliver(app, schedule_time: str = "2026-10-16T12:00:00Z"):
     return app.handle("POST", scheduler_headers(schedule_time=schedule_time), b"")
 
@@ -180,11 +169,11 @@ def deliver_duplicates(app) -> list[int]:
     return statuses + [deliver(app).status for _ in range(3)]
 
 
-def test_workflow_target_starts_one_execution_per_run(store, clock, workflows):
+def test_workflow_target_starts_one_execution_per_run(firestore_store, clock, workflows):
     target = workflow_target(
         WORKFLOW, argument={"dataset": "sales"}, client_factory=workflows.client
     )
-    app = make_app(store, {JOB: target}, clock)
+    app = make_app(firestore_store, {JOB: target}, clock)
     statuses = deliver_duplicates(app)
     key = default_run_key(app)
     assert workflows.calls == {key: 1}
@@ -199,13 +188,15 @@ def test_workflow_target_starts_one_execution_per_run(store, clock, workflows):
             "manual": False,
         }
     ]
-    output = store.get_items(key, [f"output:{WORKFLOW_OUTPUT}"])[f"output:{WORKFLOW_OUTPUT}"]
+    output = firestore_store.get_items(key, [f"output:{WORKFLOW_OUTPUT}"])[
+        f"output:{WORKFLOW_OUTPUT}"
+    ]
     assert output.item.value == {"execution": f"{WORKFLOW}/executions/exec-1", "workflow": WORKFLOW}
 
 
-def test_cloud_run_job_target_runs_the_job_once_per_run(store, clock, cloud_run):
+def test_cloud_run_job_target_runs_the_job_once_per_run(firestore_store, clock, cloud_run):
     target = cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)
-    app = make_app(store, {JOB: target}, clock)
+    app = make_app(firestore_store, {JOB: target}, clock)
     statuses = deliver_duplicates(app)
     key = default_run_key(app)
     assert cloud_run.calls == {key: 1}
@@ -215,7 +206,9 @@ def test_cloud_run_job_target_runs_the_job_once_per_run(store, clock, cloud_run)
         "IDEMPOTENCY_TOKEN": key,
         "SCHEDULE_TIME": "2026-10-16T12:00:00+00:00",
     }
-    output = store.get_items(key, [f"output:{CLOUD_RUN_OUTPUT}"])[f"output:{CLOUD_RUN_OUTPUT}"]
+    output = firestore_store.get_items(key, [f"output:{CLOUD_RUN_OUTPUT}"])[
+        f"output:{CLOUD_RUN_OUTPUT}"
+    ]
     assert output.item.value == {
         "operation": "projects/acme-prod/locations/europe-west1/operations/op-1",
         "execution": f"{RUN_JOB}/executions/reindex-1",
@@ -223,9 +216,11 @@ def test_cloud_run_job_target_runs_the_job_once_per_run(store, clock, cloud_run)
     }
 
 
-def test_each_run_gets_its_own_call_and_token(store, clock, cloud_run):
+def test_each_run_gets_its_own_call_and_token(firestore_store, clock, cloud_run):
     app = make_app(
-        store, {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)}, clock
+        firestore_store,
+        {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)},
+        clock,
     )
     assert deliver(app, "2026-10-16T12:00:00Z").status == 200
     assert deliver(app, "2026-10-16T11:00:00Z").status == 200
@@ -233,7 +228,7 @@ def test_each_run_gets_its_own_call_and_token(store, clock, cloud_run):
     assert sorted(cloud_run.calls.values()) == [1, 1]
 
 
-def test_a_retry_after_the_call_was_recorded_does_not_call_again(store, clock, workflows):
+def test_a_retry_after_the_call_was_recorded_does_not_call_again(firestore_store, clock, workflows):
     """The attempt fails after starting the execution; the retry finds the stored name."""
     target = workflow_target(WORKFLOW, client_factory=workflows.client)
     fail_after = [True]
@@ -244,7 +239,7 @@ def test_a_retry_after_the_call_was_recorded_does_not_call_again(store, clock, w
             raise ConnectionError("lost the connection after starting the workflow")
         return result
 
-    app = make_app(store, {JOB: job}, clock)
+    app = make_app(firestore_store, {JOB: job}, clock)
     assert deliver(app).outcome == "failed_retryable"
     fail_after[0] = False
     assert deliver(app).status == 200
@@ -252,14 +247,16 @@ def test_a_retry_after_the_call_was_recorded_does_not_call_again(store, clock, w
 
 
 def test_a_permission_refusal_releases_the_workflow_run_until_the_grant_applies(
-    store, clock, workflows
+    firestore_store, clock, workflows
 ):
     """gRPC PERMISSION_DENIED (a grant not yet applied) is retried, then the run starts once."""
     workflows.fail_with = grpc.StatusCode.PERMISSION_DENIED
-    app = make_app(store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock)
+    app = make_app(
+        firestore_store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock
+    )
     denied = deliver(app)
     assert (denied.status, denied.outcome) == (500, "failed_retryable")
-    record = store.get(default_run_key(app)).record
+    record = firestore_store.get(default_run_key(app)).record
     assert record.status is Status.RELEASED
     assert "PermissionDenied" in record.error
     assert workflows.calls == {}
@@ -270,16 +267,18 @@ def test_a_permission_refusal_releases_the_workflow_run_until_the_grant_applies(
 
 
 def test_a_permission_refusal_releases_the_cloud_run_job_run_until_the_grant_applies(
-    store, clock, cloud_run
+    firestore_store, clock, cloud_run
 ):
     """HTTP 403 PERMISSION_DENIED over REST is retried too, then the job runs once."""
     cloud_run.fail_status = 403
     app = make_app(
-        store, {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)}, clock
+        firestore_store,
+        {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)},
+        clock,
     )
     denied = deliver(app)
     assert (denied.status, denied.outcome) == (500, "failed_retryable")
-    record = store.get(default_run_key(app)).record
+    record = firestore_store.get(default_run_key(app)).record
     assert record.status is Status.RELEASED
     assert "Forbidden" in record.error  # google.api_core's class for an HTTP 403
     cloud_run.fail_status = None
@@ -289,23 +288,29 @@ def test_a_permission_refusal_releases_the_cloud_run_job_run_until_the_grant_app
 
 
 @pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT])
-def test_a_missing_or_misconfigured_target_fails_the_run_for_good(store, clock, workflows, code):
+def test_a_missing_or_misconfigured_target_fails_the_run_for_good(
+    firestore_store, clock, workflows, code
+):
     workflows.fail_with = code
-    app = make_app(store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock)
+    app = make_app(
+        firestore_store, {JOB: workflow_target(WORKFLOW, client_factory=workflows.client)}, clock
+    )
     assert deliver(app).outcome == "failed_terminal"
-    record = store.get(default_run_key(app)).record
+    record = firestore_store.get(default_run_key(app)).record
     assert record.status is Status.FAILED
     assert deliver(app).status == 422
     assert workflows.calls == {}
 
 
-def test_an_unavailable_api_releases_the_run_for_a_retry(store, clock, cloud_run):
+def test_an_unavailable_api_releases_the_run_for_a_retry(firestore_store, clock, cloud_run):
     cloud_run.fail_status = 503
     app = make_app(
-        store, {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)}, clock
+        firestore_store,
+        {JOB: cloud_run_job_target(RUN_JOB, client_factory=cloud_run.client)},
+        clock,
     )
     assert deliver(app).outcome == "failed_retryable"
-    assert "ServiceUnavailable" in store.get(default_run_key(app)).record.error
+    assert "ServiceUnavailable" in firestore_store.get(default_run_key(app)).record.error
     cloud_run.fail_status = None
     assert deliver(app).status == 200
     assert cloud_run.calls == {default_run_key(app): 1}

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW, RunIdentity
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.workitem import WorkItem, WorkKind
@@ -50,22 +49,25 @@ def key(n: int) -> str:
 
 
 @pytest.fixture
-def store(firestore_db) -> FirestoreRunStore:
-    return FirestoreRunStore(firestore_db, "scheduler_runs")
-
-
-@pytest.fixture
-def seeded(store):
+def seeded(firestore_store):
     """Runs of two jobs in every state, one of them past its TTL."""
-    store.create(key(1), record("etl", 0, Status.COMPLETED))
-    store.create(key(2), record("etl", 1, Status.FAILED, error="TerminalJobError: bad schema"))
-    store.create(key(3), record("etl", 2, Status.IN_PROGRESS, lease_left=-timedelta(minutes=1)))
-    store.create(key(4), record("etl", 3, Status.IN_PROGRESS))
-    store.create(key(5), record("report", 0, Status.FAILED, error="TerminalJobError: no data"))
-    store.create(key(6), record("report", 1, Status.RELEASED, error="ConnectionError: reset"))
+    firestore_store.create(key(1), record("etl", 0, Status.COMPLETED))
+    firestore_store.create(
+        key(2), record("etl", 1, Status.FAILED, error="TerminalJobError: bad schema")
+    )
+    firestore_store.create(
+        key(3), record("etl", 2, Status.IN_PROGRESS, lease_left=-timedelta(minutes=1))
+    )
+    firestore_store.create(key(4), record("etl", 3, Status.IN_PROGRESS))
+    firestore_store.create(
+        key(5), record("report", 0, Status.FAILED, error="TerminalJobError: no data")
+    )
+    firestore_store.create(
+        key(6), record("report", 1, Status.RELEASED, error="ConnectionError: reset")
+    )
     expired = record("report", -30, Status.FAILED, error="old", expire_at=NOW - timedelta(hours=1))
-    store.create(key(7), expired)
-    return store
+    firestore_store.create(key(7), expired)
+    return firestore_store
 
 
 def ops(*argv: str, stdin: str = "", project: str = "demo-dedup") -> tuple[int, str, str]:
@@ -256,9 +258,9 @@ def test_the_emulator_needs_a_project(firestore_emulator):
     )
 
 
-def test_a_prefix_matching_two_runs_is_ambiguous(store):
-    store.create("ab" * 32, record("etl", 0, Status.FAILED))
-    store.create("ab" * 31 + "cd", record("etl", 1, Status.FAILED))
+def test_a_prefix_matching_two_runs_is_ambiguous(firestore_store):
+    firestore_store.create("ab" * 32, record("etl", 0, Status.FAILED))
+    firestore_store.create("ab" * 31 + "cd", record("etl", 1, Status.FAILED))
     code, _, err = ops("show", "abababab")
     assert code == EXIT_ERROR
     assert "more than one run key starts with abababab" in err

@@ -11,10 +11,8 @@ import pytest
 
 from runledger.delivery.identify import run_key
 from runledger.exceptions import LeaseLost, StoreUnavailable
-from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.lease import LeaseKeeper
 from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
-from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
 from runledger.sdk.context import RunContext
 from tests.handler.support import LEASE, T0, DrivenRenewals, FakeClock, make_ledger
@@ -27,23 +25,6 @@ RUN = RunIdentity(
     region="europe-west1",
     manual=False,
 )
-
-
-@pytest.fixture(params=["firestore", "memory"])
-def store(request):
-    if request.param == "memory":
-        return MemoryRunStore()
-    return FirestoreRunStore(request.getfixturevalue("firestore_db"), "scheduler_runs")
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(store, clock) -> Ledger:
-    return make_ledger(store, clock)
 
 
 def attempt(ledger: Ledger, lost: list[str] | None = None) -> tuple[RunContext, LeaseKeeper]:
