@@ -36,8 +36,9 @@ PARTS = {
 # The policy pack's tested copies of the handler's contract: it installs with only
 # the Pulumi SDKs, so it cannot import runledger (tests/test_shared_facts.py holds
 # facts.py byte-identical; test_the_pack_reads_only_variables_the_handler_reads
-# below holds the other two to the handler's names).
+# below holds the others to the handler's names).
 PACK_COPIES = (
+    "policies/dedup_policies/caller_rules.py",
     "policies/dedup_policies/facts.py",
     "policies/dedup_policies/handler_settings.py",
     "policies/dedup_policies/stack_rules.py",
