@@ -1,6 +1,6 @@
 """What one audit costs: documents read, BatchGetDocuments calls and wall time, N jobs x window.
 
-The audit (`runledger.audit.Audit`) reads each job's epoch (one batch) and one
+The audit (`runledger.audit.runner.Audit`) reads each job's epoch (one batch) and one
 document per settled schedule time, by key, in batches of `audit.BATCH`; a
 larger audit than `expected.MAX_READS` is refused before it reads anything. The
 epochs are recorded before the window, as by a stack deployed earlier, so the
@@ -24,11 +24,11 @@ from google.cloud import firestore
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
 from localrun.rpccount import RpcCounter
-from runledger.audit import Audit
-from runledger.epochs import read_epochs, record_epochs
-from runledger.expected import MAX_READS, AuditTooLarge, expected_runs
-from runledger.firestore_store import FirestoreRunStore
-from runledger.record import RunRecord, Status
+from runledger.audit.expected import MAX_READS, AuditTooLarge, expected_runs
+from runledger.audit.runner import Audit
+from runledger.ledger.epochs import read_epochs, record_epochs
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, parse_schedules
 
 # The jobs' timing: Cloud Scheduler's default 180 s deadline, no retries; the bench's lease.

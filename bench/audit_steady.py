@@ -1,6 +1,6 @@
 """What the handler's audit costs from its watermarks: steady state, back to back, after an outage.
 
-The handler's audit (`runledger.audit.Audit` with `runledger.watermarks`)
+The handler's audit (`runledger.audit.runner.Audit` with `runledger.ledger.watermarks`)
 reads each job's watermark shard and only the runs that settled since its last
 audit. This sets up the ledger as a stack running for hours would have it:
 epochs recorded at the deploy, watermarks where an audit `since` ago left them,
@@ -30,12 +30,12 @@ from bench.audit_cost import LEASE, MISSING_EVERY, RETENTION, AuditSize, audit_s
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
 from localrun.rpccount import RpcCounter
-from runledger.audit import READ_BUDGET, Audit
-from runledger.delivery import run_key
-from runledger.expected import ExpectedRun, schedule_times
-from runledger.firestore_store import FirestoreRunStore
-from runledger.record import RunRecord, Status
-from runledger.watermarks import JobMark, LedgerMarks
+from runledger.audit.expected import ExpectedRun, schedule_times
+from runledger.audit.runner import READ_BUDGET, Audit
+from runledger.delivery.identify import run_key
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.watermarks import JobMark, LedgerMarks
 
 # The stack's default audit schedule: every 30 minutes.
 AUDIT_EVERY = timedelta(minutes=30)

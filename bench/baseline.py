@@ -7,7 +7,7 @@ attempt still owns it, marks it completed or deletes it after a failure.
 Lease and retention are the same settings as the handler's.
 
 Only the ledger differs from the handler: the run key, header checks and job
-lookup come from the handler's own `runledger.delivery.identify_run` and the
+lookup come from the handler's own `runledger.delivery.identify.identify_run` and the
 same DEDUP_* settings, so the comparison measures deduplication and nothing
 else. As in the sample, the Firestore client is created at import time.
 """
@@ -23,9 +23,9 @@ from typing import Any
 from google.cloud import firestore
 
 from runledger.config import Settings
-from runledger.delivery import identify_run
+from runledger.delivery.identify import identify_run
 from runledger.exceptions import BadRequest
-from runledger.jobs import load_jobs
+from runledger.sdk.registry import load_jobs
 
 CLAIMED = "claimed"
 COMPLETED = "completed"

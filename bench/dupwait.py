@@ -30,14 +30,14 @@ from google.cloud import firestore
 from bench.schedule import JOB, ScheduleTimes, delivery_headers
 from bench.summary import Spread
 from localrun.rpccount import RpcCounter
-from runledger.app import App
 from runledger.config import Settings
-from runledger.delivery import identify_run
+from runledger.delivery.app import App
+from runledger.delivery.duplicate_wait import DuplicateWait
+from runledger.delivery.identify import identify_run
 from runledger.facts import DEFAULT_ATTEMPT_DEADLINE_S
-from runledger.firestore_store import FirestoreRunStore
-from runledger.jobs import load_jobs
-from runledger.ledger import Claim
-from runledger.wait import DuplicateWait
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import Claim
+from runledger.sdk.registry import load_jobs
 
 DEFAULT_DEADLINE = timedelta(seconds=DEFAULT_ATTEMPT_DEADLINE_S)
 HOLDER_S = 1.0

@@ -20,6 +20,7 @@ from google.cloud import firestore
 
 from bench.inprocess import make_side
 from bench.schedule import ScheduleTimes, delivery_headers
+from runledger.config import COLLECTION_ENV
 from runledger.facts import DEFAULT_COLLECTION
 
 _DOC_OVERHEAD = 32
@@ -74,7 +75,7 @@ def measure_growth(
     """First-deliver `runs_per_job` runs of each job into a fresh collection, then weigh it."""
     # A collection of its own, so the count is this measurement's documents only.
     collection = f"size_{side_name}_{len(job_ids)}x{runs_per_job}_{uuid.uuid4().hex[:8]}"
-    side = make_side(side_name, {**env, "DEDUP_COLLECTION": collection}, client, client)
+    side = make_side(side_name, {**env, COLLECTION_ENV: collection}, client, client)
     for _ in range(runs_per_job):
         schedule_time = times.next()
         for job in job_ids:

@@ -19,8 +19,8 @@ from bench import audit_steady, dupwait
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
-from runledger.audit import BATCH
-from runledger.expected import MAX_READS
+from runledger.audit.expected import MAX_READS
+from runledger.audit.runner import BATCH
 
 Metric = Callable[[Any], float]
 # A ratio this close to 1 whose spread straddles 1 is a tie on this machine,

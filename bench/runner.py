@@ -43,6 +43,13 @@ from bench.summary import percentile
 from localrun.emulator import FirestoreEmulator, start_emulator
 from localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
 from localrun.rpccount import RpcCounter
+from runledger.config import (
+    COLLECTION_ENV,
+    DUPLICATE_WAIT_ENV,
+    JOBS_MODULE_ENV,
+    LEASE_ENV,
+    RETENTION_ENV,
+)
 
 SIDES = ("handler", "baseline")
 ENTRY_POINTS = {
@@ -99,7 +106,7 @@ class BenchConfig:
     link_echo_count: int = 100
     # One full-window audit's cost (`ops audit --since`: jobs, every N minutes, look-back
     # hours), each timed `reps` times. 300 jobs over 6 h (21,600 reads) is over
-    # runledger.expected.MAX_READS and refused; over 5 h (18,000) it fits.
+    # runledger.audit.expected.MAX_READS and refused; over 5 h (18,000) it fits.
     audit_sizes: tuple[AuditSize, ...] = (
         AuditSize(10, 5, 6),
         AuditSize(100, 5, 6),
@@ -156,15 +163,15 @@ def side_order(rep: int) -> tuple[str, ...]:
 def side_env(emulator: FirestoreEmulator, side: str, workdir: Path) -> dict[str, str]:
     return {
         **emulator.env(),
-        "DEDUP_COLLECTION": f"bench_{side}_runs",
-        "DEDUP_LEASE_SECONDS": str(LEASE_SECONDS),
-        "DEDUP_RETENTION_SECONDS": str(RETENTION_SECONDS),
-        "DEDUP_JOBS_MODULE": "bench.bench_jobs",
+        COLLECTION_ENV: f"bench_{side}_runs",
+        LEASE_ENV: str(LEASE_SECONDS),
+        RETENTION_ENV: str(RETENTION_SECONDS),
+        JOBS_MODULE_ENV: "bench.bench_jobs",
         "THREADS": str(SERVER_THREADS),
         EXEC_LOG_ENV: str(workdir / f"{side}-executions.log"),
         # Off in the served handler, so a storm's copies are answered at once as the
         # baseline's are; `bench.dupwait` measures the wait on its own.
-        "DEDUP_DUPLICATE_WAIT_SECONDS": "0",
+        DUPLICATE_WAIT_ENV: "0",
     }
 
 
@@ -250,7 +257,7 @@ def _measure(
     for side in SIDES:
         counted = counted_clients[side] = firestore.Client(project=emulator.project)
         counters[side] = (RpcCounter().attach(counted), OpCounter().attach(counted))
-        env = {**envs[side], "DEDUP_COLLECTION": f"rpc_{side}_runs"}
+        env = {**envs[side], COLLECTION_ENV: f"rpc_{side}_runs"}
         in_process[side] = make_side(side, env, counted, setup_client)
     progress(f"warming up: {config.warmup_deliveries} deliveries per side")
     _warm_up(config.warmup_deliveries, servers, in_process, times)

@@ -14,12 +14,7 @@ import itertools
 import threading
 from datetime import UTC, datetime, timedelta
 
-from runledger.facts import (
-    DEFAULT_PROJECT_HEADER,
-    DEFAULT_REGION_HEADER,
-    JOB_HEADER,
-    SCHEDULE_HEADER,
-)
+from runledger.delivery.identify import schedule_time_text, scheduler_headers
 
 JOB = "bench-noop"
 PROJECT = "bench-project"
@@ -30,7 +25,7 @@ Headers = list[tuple[str, str]]
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return schedule_time_text(moment, timespec="milliseconds")
 
 
 class ScheduleTimes:
@@ -50,9 +45,4 @@ class ScheduleTimes:
 
 def delivery_headers(schedule_time: datetime, job: str = JOB) -> Headers:
     """The headers of one scheduled delivery, including the project and region ones."""
-    return [
-        (JOB_HEADER, job),
-        (SCHEDULE_HEADER, rfc3339(schedule_time)),
-        (DEFAULT_PROJECT_HEADER, PROJECT),
-        (DEFAULT_REGION_HEADER, REGION),
-    ]
+    return scheduler_headers(job, rfc3339(schedule_time), PROJECT, REGION)

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 import flask
 import functions_framework
 
-from runledger.app import MAX_BODY_BYTES, App
+from runledger.delivery.app import MAX_BODY_BYTES, App
 from runledger.exceptions import ConfigError
-from runledger.joblog import install as install_job_logging
+from runledger.sdk.joblog import install as install_job_logging
 
 
 def _request_headers() -> Mapping[str, str] | None:

@@ -2,7 +2,7 @@
 
 The demo replays fire times of the past hours, as if the stack had been running
 then. A deployed stack's first audit records each job's epoch, and nothing
-before it is judged (`runledger.epochs`); so before the replay the demo records
+before it is judged (`runledger.ledger.epochs`); so before the replay the demo records
 the epochs a stack deployed before those runs would have, through the
 handler's own code, in the handler's project and database.
 
@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from localrun.demo_invariant import Invariant
 from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
-from runledger.audit import Finding
-from runledger.config import Settings
-from runledger.epochs import record_epochs
-from runledger.expected import ExpectedRun
+from runledger.audit.expected import ExpectedRun
+from runledger.audit.findings import Finding
+from runledger.config import LEASE_ENV, Settings
+from runledger.ledger.epochs import record_epochs
 from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings, parse_schedules
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
@@ -91,7 +91,7 @@ def record_deploy_epochs(
     """Each job's audit epoch at `deployed`, where the handler configured by `env` reads it."""
     from google.cloud import firestore
 
-    from runledger.firestore_store import FirestoreRunStore
+    from runledger.ledger.firestore_store import FirestoreRunStore
 
     settings = Settings.from_env(env)
     config = audit_settings(env, settings)
@@ -108,7 +108,7 @@ def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:
     retry window + the lease + clock skew, on the handler's real clock.
     """
     schedules = {job.id: job for job in parse_schedules(env[SCHEDULES_VARIABLE])}
-    lease = timedelta(seconds=int(env["DEDUP_LEASE_SECONDS"]))
+    lease = timedelta(seconds=int(env[LEASE_ENV]))
     return max(
         (
             ExpectedRun(schedules[plan.job], (plan.schedule_time,)).settles_at(lease)

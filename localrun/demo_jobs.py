@@ -36,7 +36,7 @@ from localrun.demo_plan import (
 )
 from runledger import Jobs, RunContext, TerminalJobError
 from runledger.exceptions import LeaseLost
-from runledger.jobs import JobFn, load_jobs
+from runledger.sdk.registry import JobFn, load_jobs
 
 # Long work checks its lease this often, as real jobs should between steps.
 _LEASE_CHECK_S = 0.1

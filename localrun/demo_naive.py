@@ -17,12 +17,13 @@ import flask
 import functions_framework
 
 from runledger import RunContext
-from runledger.delivery import MANUAL_TOLERANCE, parse_schedule_time
+from runledger.config import JOBS_MODULE_ENV
+from runledger.delivery.identify import MANUAL_TOLERANCE, parse_schedule_time
 from runledger.exceptions import BadRequest
 from runledger.facts import JOB_HEADER, SCHEDULE_HEADER
-from runledger.jobs import load_jobs
+from runledger.sdk.registry import load_jobs
 
-JOBS = load_jobs(os.environ.get("DEDUP_JOBS_MODULE", "localrun.demo_jobs"))
+JOBS = load_jobs(os.environ.get(JOBS_MODULE_ENV, "localrun.demo_jobs"))
 
 
 class _NoLease:

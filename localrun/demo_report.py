@@ -270,7 +270,7 @@ _MACHINERY_LOGGERS = ("runledger", "localrun", "google", "werkzeug", "functions_
 def format_job_logs(lines: Iterable[str], limit: int = 8) -> str | None:
     """The jobs' own log lines among the handler's output, each with the run it belongs to.
 
-    The handler writes Cloud Logging's structured entries (runledger.joblog);
+    The handler writes Cloud Logging's structured entries (runledger.sdk.joblog);
     a job's entry carries the run's fields and its logger's name as a label.
     """
     found = []

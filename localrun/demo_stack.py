@@ -19,7 +19,6 @@ time in which the simulator delivers every fire time of every job.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -38,11 +37,18 @@ from offline.stack_file import (
     read_stack_values,
     stack_file,
 )
+from runledger.config import (
+    DUPLICATE_WAIT_ENV,
+    HEARTBEAT_ENV,
+    JOBS_MODULE_ENV,
+    LEASE_ENV,
+    RETENTION_ENV,
+)
 from runledger.exceptions import ConfigError as JobsModuleError
 from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
-from runledger.jobs import load_jobs
-from runledger.schedules import LOOKBACK_VARIABLE
+from runledger.schedules import LOOKBACK_VARIABLE, schedule_entry, schedules_json
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
+from runledger.sdk.registry import load_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HANDLER_DIR = REPO_ROOT / "handler"
@@ -99,7 +105,7 @@ def own_jobs(config: ScheduleConfig, handler_dir: Path = HANDLER_DIR) -> OwnJobs
     path); a module that fails to import is a reason, not a crash, and the
     demo falls back to its built-in demonstration jobs.
     """
-    module = config.handler_env()["DEDUP_JOBS_MODULE"]
+    module = config.handler_env()[JOBS_MODULE_ENV]
     sys.path.insert(0, str(handler_dir))
     try:
         defined = load_jobs(module)
@@ -185,17 +191,17 @@ def schedules_value(
     for job in config.jobs:
         factor = speedup[job.id]
         deadline = max(MIN_ATTEMPT_DEADLINE_S, math.ceil(job.attempt_deadline_s / factor))
-        entry: dict[str, object] = {
-            "id": job.id,
-            "schedule": job.schedule,
-            "timeZone": job.time_zone,
-            "retryWindowSeconds": max(deadline, math.ceil(job.retry_window_s / factor)),
-            "attemptDeadlineSeconds": deadline,
-        }
-        if catch_up:
-            entry.update(catchUp=True, catchUpMaxAgeSeconds=lookback_s)
+        entry = schedule_entry(
+            job.id,
+            job.schedule,
+            job.time_zone,
+            retry_window_s=max(deadline, math.ceil(job.retry_window_s / factor)),
+            attempt_deadline_s=deadline,
+            catch_up=True if catch_up else None,
+            catch_up_max_age_s=lookback_s if catch_up else None,
+        )
         entries.append(entry)
-    return json.dumps(entries, separators=(",", ":"))
+    return schedules_json(entries)
 
 
 def handler_env(
@@ -224,32 +230,32 @@ def handler_env(
     window = math.ceil((now - min(oldest, audit_since)).total_seconds()) + 3600
     retention = max(config.retention_seconds, window, lease + 1)
     notes = [
-        f"DEDUP_LEASE_SECONDS {config.lease_seconds} -> {lease} "
+        f"{LEASE_ENV} {config.lease_seconds} -> {lease} "
         f"(compressed; longest demo work {longest_work:.1f} s)",
     ]
     heartbeat = config.heartbeat_seconds
     if heartbeat is not None and heartbeat > lease:
-        env.pop("DEDUP_HEARTBEAT_SECONDS")
+        env.pop(HEARTBEAT_ENV)
         notes.append(
-            f"DEDUP_HEARTBEAT_SECONDS {heartbeat} -> unset (the compressed lease, "
+            f"{HEARTBEAT_ENV} {heartbeat} -> unset (the compressed lease, "
             "renewed while the work runs, is the claim's lease)"
         )
     if retention != config.retention_seconds:
         notes.append(
-            f"DEDUP_RETENTION_SECONDS {config.retention_seconds} -> {retention} "
+            f"{RETENTION_ENV} {config.retention_seconds} -> {retention} "
             f"(not compressed: the window replays runs up to {window // 3600} h old)"
         )
     shortest = min(job.attempt_deadline_s / speedup[job.id] for job in config.jobs)
     wait = round(shortest * DUPLICATE_WAIT_SHARE, 2)
     notes.append(
-        f"DEDUP_DUPLICATE_WAIT_SECONDS unset -> {wait} (a duplicate's wait for the running "
+        f"{DUPLICATE_WAIT_ENV} unset -> {wait} (a duplicate's wait for the running "
         "attempt's outcome ends inside the shortest compressed deadline)"
     )
     if own_module is None:
         work = "demonstration work, logged per execution"
     else:
         work = f"runs your {own_module} module's jobs, each execution logged, faults injected"
-    notes.append(f"DEDUP_JOBS_MODULE jobs -> {DEMO_JOBS_MODULE} ({work})")
+    notes.append(f"{JOBS_MODULE_ENV} jobs -> {DEMO_JOBS_MODULE} ({work})")
     notes.append(
         f"{SCHEDULES_VARIABLE}: the stack's jobs, retry windows compressed (at least "
         f"{MIN_ATTEMPT_DEADLINE_S} s, the least the handler accepts)"
@@ -265,12 +271,12 @@ def handler_env(
     )
     env.update(
         {
-            "DEDUP_LEASE_SECONDS": str(lease),
-            "DEDUP_RETENTION_SECONDS": str(retention),
-            "DEDUP_JOBS_MODULE": DEMO_JOBS_MODULE,
+            LEASE_ENV: str(lease),
+            RETENTION_ENV: str(retention),
+            JOBS_MODULE_ENV: DEMO_JOBS_MODULE,
             SCHEDULES_VARIABLE: schedules_value(config, speedup, catch_up, lookback),
             LOOKBACK_VARIABLE: str(lookback),
-            "DEDUP_DUPLICATE_WAIT_SECONDS": str(wait),
+            DUPLICATE_WAIT_ENV: str(wait),
             PLAN_ENV: str(files.plan),
             EVENTS_ENV: str(files.events),
             OUTAGE_OVER_ENV: str(files.outage_over),

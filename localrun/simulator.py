@@ -25,10 +25,10 @@ from enum import StrEnum
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
 from localrun.demo_plan import Step, run_label
-from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
+from runledger.audit.expected import schedule_instants
+from runledger.delivery.identify import schedule_time_text, scheduler_headers
+from runledger.facts import RetryPolicy
 
 USER_AGENT = "Google-Cloud-Scheduler"
 # A forced run must carry a time this far ahead of the handler's clock for the
@@ -43,13 +43,33 @@ AUDIT_MARGIN = timedelta(minutes=10)
 
 # --- schedule -------------------------------------------------------------------------------
 
+# Fire times are listed over a window that starts at a day and doubles until it
+# holds enough; a unix-cron schedule that fires at all (a 29 February one every
+# 4 to 8 years) fires within the longest.
+_FIRST_SPAN = timedelta(days=1)
+_LONGEST_GAP = timedelta(days=366 * 9)
+
+
+def _fires(schedule: str, time_zone: str, start: datetime, end: datetime) -> list[datetime]:
+    """Scheduler's fire times in (start, end], in UTC, as the audit expects them.
+
+    The audit's own listing (`expected.schedule_instants`): a wall time the
+    clocks skip does not fire; one they repeat fires once, at its first instant
+    (the audit accepts either).
+    """
+    return [
+        instants[0] for instants in schedule_instants(schedule, ZoneInfo(time_zone), start, end)
+    ]
+
 
 def fire_times(schedule: str, time_zone: str, until: datetime, count: int) -> list[datetime]:
     """The last `count` cron fire times at or before `until`, oldest first, in UTC."""
-    start = until.astimezone(ZoneInfo(time_zone))
-    it = croniter(schedule, start + timedelta(microseconds=1))
-    times = [it.get_prev(datetime).astimezone(UTC) for _ in range(count)]
-    return sorted(times)
+    span = _FIRST_SPAN
+    while True:
+        times = [when for when in _fires(schedule, time_zone, until - span, until) if when <= until]
+        if len(times) >= count or span > _LONGEST_GAP:
+            return times[-count:]
+        span *= 2
 
 
 def replayed_since(jobs: Sequence[SimJob], until: datetime, count: int) -> datetime:
@@ -64,8 +84,14 @@ def replayed_since(jobs: Sequence[SimJob], until: datetime, count: int) -> datet
 
 def next_fire_time(schedule: str, time_zone: str, after: datetime) -> datetime:
     """The first cron fire time strictly after `after`, in UTC."""
-    it = croniter(schedule, after.astimezone(ZoneInfo(time_zone)))
-    return it.get_next(datetime).astimezone(UTC)
+    span = _FIRST_SPAN
+    while True:
+        later = [when for when in _fires(schedule, time_zone, after, after + span) if when > after]
+        if later:
+            return later[0]
+        if span > _LONGEST_GAP:
+            raise ValueError(f"{schedule!r} does not fire within {_LONGEST_GAP.days} days")
+        span *= 2
 
 
 # --- jobs and their retry policy ------------------------------------------------------------
@@ -252,9 +278,8 @@ def _header_case(name: str, style: int) -> str:
 def render_schedule_time(when: datetime, time_zone: str, style: int) -> str:
     """RFC 3339 as Cloud Scheduler sends it: `Z`, the job's local offset, or `+00:00`."""
     if style == 0:
-        return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    zone = ZoneInfo(time_zone) if style == 1 else UTC
-    return when.astimezone(zone).isoformat(timespec="seconds")
+        return schedule_time_text(when, timespec="seconds")
+    return schedule_time_text(when, ZoneInfo(time_zone) if style == 1 else UTC, "seconds")
 
 
 @dataclass(frozen=True)
@@ -269,12 +294,7 @@ class Request:
 def build_request(job: SimJob, plan: RunPlan, rng: random.Random) -> Request:
     case = rng.randrange(3)
     stamp = render_schedule_time(plan.schedule_time, job.time_zone, rng.randrange(3))
-    headers = [
-        (JOB_HEADER, job.id),
-        (SCHEDULE_HEADER, stamp),
-        ("User-Agent", USER_AGENT),
-        *job.headers,
-    ]
+    headers = [*scheduler_headers(job.id, stamp), ("User-Agent", USER_AGENT), *job.headers]
     return Request(
         plan.label, tuple((_header_case(name, case), value) for name, value in headers), job.body
     )

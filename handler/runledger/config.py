@@ -15,6 +15,24 @@ from enum import StrEnum
 from runledger import facts
 from runledger.exceptions import ConfigError
 
+# The environment contract (stable names: the stack writes them, the policy pack
+# checks its tested copy): `Settings.from_env` is their reader, `Settings.to_env`
+# their one writer; the Pulumi program, the demo and the benchmarks use these names.
+COLLECTION_ENV = "DEDUP_COLLECTION"
+DATABASE_ENV = "DEDUP_DATABASE"
+LEASE_ENV = "DEDUP_LEASE_SECONDS"
+RETENTION_ENV = "DEDUP_RETENTION_SECONDS"
+HEARTBEAT_ENV = "DEDUP_HEARTBEAT_SECONDS"
+PROJECT_HEADER_ENV = "DEDUP_PROJECT_HEADER"
+REGION_HEADER_ENV = "DEDUP_REGION_HEADER"
+MANUAL_RUNS_ENV = "DEDUP_MANUAL_RUNS"
+JOBS_MODULE_ENV = "DEDUP_JOBS_MODULE"
+ALLOWED_INVOKERS_ENV = "DEDUP_ALLOWED_INVOKERS"
+ALLOWED_INVOKER_IDS_ENV = "DEDUP_ALLOWED_INVOKER_IDS"
+ALLOWED_PROJECTS_ENV = "DEDUP_ALLOWED_PROJECTS"
+ALLOWED_REGIONS_ENV = "DEDUP_ALLOWED_REGIONS"
+DUPLICATE_WAIT_ENV = "DEDUP_DUPLICATE_WAIT_SECONDS"
+
 
 class ManualRuns(StrEnum):
     """DEDUP_MANUAL_RUNS, one member per mode in `facts.MANUAL_RUN_MODES`."""
@@ -42,16 +60,44 @@ class Settings:
     allowed_projects: frozenset[str]
     allowed_regions: frozenset[str]
     # DEDUP_DUPLICATE_WAIT_SECONDS: the longest an in-progress duplicate waits for
-    # the holder's outcome (see runledger.wait); None: as long as the job's attempt
-    # deadline allows; zero: answer 409 at once.
+    # the holder's outcome (see runledger.delivery.duplicate_wait); None: as long as
+    # the job's attempt deadline allows; zero: answer 409 at once.
     duplicate_wait: timedelta | None
     # DEDUP_HEARTBEAT_SECONDS: the lease a claim takes and every renewal extends by
-    # (see runledger.lease); None: DEDUP_LEASE_SECONDS. DEDUP_LEASE_SECONDS still
+    # (see runledger.ledger.lease); None: DEDUP_LEASE_SECONDS. DEDUP_LEASE_SECONDS still
     # bounds how long one request can keep a run, the request timeout plus a margin.
     heartbeat: timedelta | None = None
     # DEDUP_ALLOWED_INVOKER_IDS: the invoker accounts' unique ids, matched against an
-    # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email` (runledger.invoker).
+    # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email`
+    # (runledger.delivery.invoker).
     allowed_invoker_ids: frozenset[str] = frozenset()
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as the environment `from_env` reads back: the contract's one writer.
+
+        An optional setting left unset (no heartbeat, no duplicate-wait cap, no
+        invoker allow-list) is left out, which is how `from_env` reads it.
+        """
+        env = {
+            COLLECTION_ENV: self.collection,
+            DATABASE_ENV: self.database,
+            LEASE_ENV: _seconds_text(self.lease),
+            **({} if self.heartbeat is None else {HEARTBEAT_ENV: _seconds_text(self.heartbeat)}),
+            RETENTION_ENV: _seconds_text(self.retention),
+            PROJECT_HEADER_ENV: self.project_header,
+            REGION_HEADER_ENV: self.region_header,
+            MANUAL_RUNS_ENV: self.manual_runs.value,
+            JOBS_MODULE_ENV: self.jobs_module,
+            ALLOWED_PROJECTS_ENV: _names_text(self.allowed_projects),
+            ALLOWED_REGIONS_ENV: _names_text(self.allowed_regions),
+        }
+        if self.allowed_invokers:
+            env[ALLOWED_INVOKERS_ENV] = _names_text(self.allowed_invokers)
+        if self.allowed_invoker_ids:
+            env[ALLOWED_INVOKER_IDS_ENV] = _names_text(self.allowed_invoker_ids)
+        if self.duplicate_wait is not None:
+            env[DUPLICATE_WAIT_ENV] = _seconds_text(self.duplicate_wait)
+        return env
 
     @property
     def claim_lease(self) -> timedelta:
@@ -73,7 +119,7 @@ class Settings:
             return timedelta(seconds=int(raw))
 
         def wait_cap() -> timedelta | None:
-            raw = env.get("DEDUP_DUPLICATE_WAIT_SECONDS", "").strip()
+            raw = env.get(DUPLICATE_WAIT_ENV, "").strip()
             if not raw:
                 return None
             try:
@@ -82,18 +128,18 @@ class Settings:
                 value = -1.0
             if not 0 <= value <= facts.MAX_ATTEMPT_DEADLINE_S:
                 raise ConfigError(
-                    f"DEDUP_DUPLICATE_WAIT_SECONDS: {raw!r} is not a number of seconds from 0 "
+                    f"{DUPLICATE_WAIT_ENV}: {raw!r} is not a number of seconds from 0 "
                     f"(no wait) to {facts.MAX_ATTEMPT_DEADLINE_S}"
                 )
             return timedelta(seconds=value)
 
         def heartbeat() -> timedelta | None:
-            if not env.get("DEDUP_HEARTBEAT_SECONDS", "").strip():
+            if not env.get(HEARTBEAT_ENV, "").strip():
                 return None
-            value = seconds("DEDUP_HEARTBEAT_SECONDS", facts.HEARTBEAT_S)
+            value = seconds(HEARTBEAT_ENV, facts.HEARTBEAT_S)
             if value < timedelta(seconds=facts.MIN_HEARTBEAT_S):
                 raise ConfigError(
-                    f"DEDUP_HEARTBEAT_SECONDS: {int(value.total_seconds())} is shorter than "
+                    f"{HEARTBEAT_ENV}: {int(value.total_seconds())} is shorter than "
                     f"{facts.MIN_HEARTBEAT_S} s, too short for a renewal to survive one "
                     "failed store call"
                 )
@@ -103,56 +149,66 @@ class Settings:
             return frozenset(item.strip() for item in env.get(name, "").split(",") if item.strip())
 
         def database() -> str:
-            value = env.get("DEDUP_DATABASE", facts.DEFAULT_DATABASE).strip()
+            value = env.get(DATABASE_ENV, facts.DEFAULT_DATABASE).strip()
             if not facts.is_database_id(value):
                 raise ConfigError(
-                    f"DEDUP_DATABASE: {value!r} is not a Firestore database id "
+                    f"{DATABASE_ENV}: {value!r} is not a Firestore database id "
                     f"({facts.DATABASE_ID_RULE})"
                 )
             return value
 
-        manual = env.get("DEDUP_MANUAL_RUNS", ManualRuns.SEPARATE.value).strip()
+        manual = env.get(MANUAL_RUNS_ENV, ManualRuns.SEPARATE.value).strip()
         if manual not in facts.MANUAL_RUN_MODES:
             choices = ", ".join(facts.MANUAL_RUN_MODES)
-            raise ConfigError(f"DEDUP_MANUAL_RUNS: {manual!r} is not one of {choices}")
+            raise ConfigError(f"{MANUAL_RUNS_ENV}: {manual!r} is not one of {choices}")
         header = "an HTTP header name"
         settings = cls(
             collection=text(
-                "DEDUP_COLLECTION",
+                COLLECTION_ENV,
                 facts.DEFAULT_COLLECTION,
                 facts.COLLECTION_ID,
                 "a Firestore collection id",
             ),
             database=database(),
-            lease=seconds("DEDUP_LEASE_SECONDS", facts.DEFAULT_LEASE_S),
-            retention=seconds("DEDUP_RETENTION_SECONDS", facts.DEFAULT_RETENTION_S),
+            lease=seconds(LEASE_ENV, facts.DEFAULT_LEASE_S),
+            retention=seconds(RETENTION_ENV, facts.DEFAULT_RETENTION_S),
             project_header=text(
-                "DEDUP_PROJECT_HEADER", facts.DEFAULT_PROJECT_HEADER, facts.HEADER_NAME, header
+                PROJECT_HEADER_ENV, facts.DEFAULT_PROJECT_HEADER, facts.HEADER_NAME, header
             ),
             region_header=text(
-                "DEDUP_REGION_HEADER", facts.DEFAULT_REGION_HEADER, facts.HEADER_NAME, header
+                REGION_HEADER_ENV, facts.DEFAULT_REGION_HEADER, facts.HEADER_NAME, header
             ),
             manual_runs=ManualRuns(manual),
             jobs_module=text(
-                "DEDUP_JOBS_MODULE", facts.DEFAULT_JOBS_MODULE, _MODULE, "a Python module name"
+                JOBS_MODULE_ENV, facts.DEFAULT_JOBS_MODULE, _MODULE, "a Python module name"
             ),
-            allowed_invokers=names("DEDUP_ALLOWED_INVOKERS"),
-            allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
-            allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
+            allowed_invokers=names(ALLOWED_INVOKERS_ENV),
+            allowed_projects=names(ALLOWED_PROJECTS_ENV),
+            allowed_regions=names(ALLOWED_REGIONS_ENV),
             duplicate_wait=wait_cap(),
             heartbeat=heartbeat(),
-            allowed_invoker_ids=names("DEDUP_ALLOWED_INVOKER_IDS"),
+            allowed_invoker_ids=names(ALLOWED_INVOKER_IDS_ENV),
         )
         if settings.retention <= settings.lease:
             raise ConfigError(
-                "DEDUP_RETENTION_SECONDS: must be longer than DEDUP_LEASE_SECONDS, "
+                f"{RETENTION_ENV}: must be longer than DEDUP_LEASE_SECONDS, "
                 "or a record could expire while its lease is live"
             )
         if settings.heartbeat is not None and settings.heartbeat > settings.lease:
             raise ConfigError(
-                "DEDUP_HEARTBEAT_SECONDS: must not be longer than DEDUP_LEASE_SECONDS, "
+                f"{HEARTBEAT_ENV}: must not be longer than DEDUP_LEASE_SECONDS, "
                 "which bounds how long one request holds a run"
             )
         if settings.project_header.lower() == settings.region_header.lower():
-            raise ConfigError("DEDUP_REGION_HEADER: must differ from DEDUP_PROJECT_HEADER")
+            raise ConfigError(f"{REGION_HEADER_ENV}: must differ from DEDUP_PROJECT_HEADER")
         return settings
+
+
+def _seconds_text(value: timedelta) -> str:
+    """Seconds as `from_env` reads them: whole seconds without a fraction."""
+    seconds = value.total_seconds()
+    return str(int(seconds)) if seconds == int(seconds) else str(seconds)
+
+
+def _names_text(names: frozenset[str]) -> str:
+    return ",".join(sorted(names))

@@ -61,3 +61,7 @@ class TerminalJobError(Exception):
     Any other exception is treated as retryable: the claim is released and
     Cloud Scheduler's retry policy delivers the run again.
     """
+
+
+class SchedulerUnreadable(Exception):
+    """Cloud Scheduler could not be read; the message says why, in one line."""

@@ -18,13 +18,14 @@ Unset or empty means no schedules: the audit then has nothing to check.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from runledger.config import Settings
+from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV, Settings
 from runledger.exceptions import ConfigError
 from runledger.facts import (
     DEFAULT_ATTEMPT_DEADLINE_S,
@@ -153,6 +154,54 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age, paused)
 
 
+def schedule_entry(
+    job_id: str,
+    schedule: str,
+    time_zone: str,
+    *,
+    retry_window_s: float,
+    attempt_deadline_s: int,
+    catch_up: bool | None = None,
+    catch_up_max_age_s: int | None = None,
+    paused: bool = False,
+) -> dict[str, object]:
+    """One job's entry of DEDUP_SCHEDULES, as `parse_schedules` reads it: its one builder.
+
+    The retry window is written in whole seconds, rounded up, so the audit
+    never judges a run too early. `catch_up`/`catch_up_max_age_s` left None are
+    left out (the parser's defaults apply); `paused` is written only when set,
+    so every other entry stays as it was.
+    """
+    entry: dict[str, object] = {
+        "id": job_id,
+        "schedule": schedule,
+        "timeZone": time_zone,
+        "retryWindowSeconds": math.ceil(retry_window_s),
+        "attemptDeadlineSeconds": attempt_deadline_s,
+    }
+    if catch_up is not None:
+        entry["catchUp"] = catch_up
+    if catch_up_max_age_s is not None:
+        entry["catchUpMaxAgeSeconds"] = catch_up_max_age_s
+    if paused:
+        entry["paused"] = True
+    return entry
+
+
+def schedules_json(entries: Sequence[Mapping[str, object]]) -> str:
+    """The DEDUP_SCHEDULES value of `entries` (each from `schedule_entry`), compact JSON."""
+    return json.dumps(list(entries), separators=(",", ":"))
+
+
+def audit_env(entries: Sequence[Mapping[str, object]], lookback_s: int, job: str) -> dict[str, str]:
+    """The audit's settings as the environment `audit_settings` reads: their one writer."""
+    return {
+        VARIABLE: schedules_json(entries),
+        LOOKBACK_VARIABLE: str(lookback_s),
+        AUDIT_JOB_VARIABLE: job,
+    }
+
+
 def audit_job_id(env: Mapping[str, str]) -> str:
     """DEDUP_AUDIT_JOB: the audit's Scheduler job id, `AUDIT_JOB_ID` when unset or empty."""
     value = env.get(AUDIT_JOB_VARIABLE, "").strip() or AUDIT_JOB_ID
@@ -219,8 +268,8 @@ def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
             )
     if not schedules:
         return AuditSettings((), lookback, "", "", job)
-    project = _only(settings.allowed_projects, "DEDUP_ALLOWED_PROJECTS")
-    region = _only(settings.allowed_regions, "DEDUP_ALLOWED_REGIONS")
+    project = _only(settings.allowed_projects, ALLOWED_PROJECTS_ENV)
+    region = _only(settings.allowed_regions, ALLOWED_REGIONS_ENV)
     return AuditSettings(schedules, lookback, project, region, job)
 
 

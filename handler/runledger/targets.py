@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from google.api_core import exceptions as gexc
 
-from runledger.context import RunContext
 from runledger.exceptions import TerminalJobError
-from runledger.jobs import JobFn
-from runledger.jobtask import TOKEN_ENV
+from runledger.sdk.cloud_run_task import TOKEN_ENV
+from runledger.sdk.context import RunContext
+from runledger.sdk.registry import JobFn
 
 if TYPE_CHECKING:
     from google.cloud.run_v2 import JobsClient
@@ -158,7 +158,7 @@ def cloud_run_job_target(
 
     `job` is `projects/P/locations/L/jobs/J`. The run key reaches every task as
     the environment variable `token_env` (with `SCHEDULE_TIME`); inside, pair
-    it with `CLOUD_RUN_TASK_INDEX` for a per-task key (see runledger.jobtask).
+    it with `CLOUD_RUN_TASK_INDEX` for a per-task key (see runledger.sdk.cloud_run_task).
     `container` names the container to override in a multi-container job.
     """
     if not _RUN_JOB.fullmatch(job):

@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.app import App
 from runledger.config import Settings
-from runledger.context import RunContext
-from runledger.delivery import JOB_HEADER, SCHEDULE_HEADER, identify_run
+from runledger.delivery.app import App
+from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
-from runledger.jobs import JobFn
-from runledger.memory_store import MemoryRunStore
-from runledger.record import RunRecord
-from runledger.store import RunStore
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import RunRecord
+from runledger.ledger.store import RunStore
+from runledger.sdk.context import RunContext
+from runledger.sdk.registry import JobFn
 
 # The schedule time of every delivery that names none: a fixed instant, so a
 # test's run keys do not change from one day to the next.
@@ -122,12 +122,14 @@ class JobHarness:
     ) -> list[tuple[str, str]]:
         """What Cloud Scheduler sends for `job` at `schedule_time`, as the program configures it."""
         settings = self.app.settings
-        return [
-            (JOB_HEADER, job),
-            (SCHEDULE_HEADER, schedule_time.astimezone(UTC).isoformat().replace("+00:00", "Z")),
-            (settings.project_header, PROJECT),
-            (settings.region_header, REGION),
-        ]
+        return scheduler_headers(
+            job,
+            schedule_time,
+            PROJECT,
+            REGION,
+            project_header=settings.project_header,
+            region_header=settings.region_header,
+        )
 
     def deliver(
         self,

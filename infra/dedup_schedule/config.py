@@ -15,11 +15,12 @@ demo and (as a tested copy) the policy pack share.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from runledger import facts, schedules
+from runledger.config import ManualRuns, Settings
 
 
 class ConfigError(ValueError):
@@ -72,18 +73,16 @@ class JobConfig:
 
     def schedule_entry(self) -> dict[str, object]:
         """This job's entry of DEDUP_SCHEDULES (the contract `runledger.schedules` reads)."""
-        return {
-            "id": self.id,
-            "schedule": self.schedule,
-            "timeZone": self.time_zone,
-            # Whole seconds, rounded up, so the audit never judges a run too early.
-            "retryWindowSeconds": math.ceil(self.retry_window_s),
-            "attemptDeadlineSeconds": self.attempt_deadline_s,
-            "catchUp": self.catch_up,
-            "catchUpMaxAgeSeconds": self.catch_up_max_age_s,
-            # Only when set, so every other entry stays as it was.
-            **({"paused": True} if self.paused else {}),
-        }
+        return schedules.schedule_entry(
+            self.id,
+            self.schedule,
+            self.time_zone,
+            retry_window_s=self.retry_window_s,
+            attempt_deadline_s=self.attempt_deadline_s,
+            catch_up=self.catch_up,
+            catch_up_max_age_s=self.catch_up_max_age_s,
+            paused=self.paused,
+        )
 
 
 @dataclass(frozen=True)
@@ -167,7 +166,7 @@ class ScheduleConfig:
 
         A holder that dies stops blocking its run after this (plus the clock-skew
         margin), so Scheduler's next retry redoes it; a live one renews it every
-        third (`runledger.lease`). None when the whole lease is no longer than that.
+        third (`runledger.ledger.lease`). None when the whole lease is no longer than that.
         """
         return facts.HEARTBEAT_S if self.lease_seconds > facts.HEARTBEAT_S else None
 
@@ -230,25 +229,32 @@ class ScheduleConfig:
 
     def schedules_json(self) -> str:
         """DEDUP_SCHEDULES: every configured job's schedule and timing (not the audit's)."""
-        return json.dumps([job.schedule_entry() for job in self.jobs], separators=(",", ":"))
+        return schedules.schedules_json([job.schedule_entry() for job in self.jobs])
 
     def handler_env(self) -> dict[str, str]:
         """The handler's static DEDUP_* settings (the invoker allow-list is added at deploy)."""
         heartbeat = self.heartbeat_seconds
+        settings = Settings(
+            collection=self.collection,
+            database=self.database.name,
+            lease=timedelta(seconds=self.lease_seconds),
+            retention=timedelta(seconds=self.retention_seconds),
+            project_header=self.project_header,
+            region_header=self.region_header,
+            manual_runs=ManualRuns(self.manual_runs),
+            jobs_module=facts.DEFAULT_JOBS_MODULE,
+            allowed_invokers=frozenset(),
+            allowed_projects=frozenset({self.project}),
+            allowed_regions=frozenset({self.region}),
+            duplicate_wait=None,
+            heartbeat=None if heartbeat is None else timedelta(seconds=heartbeat),
+        )
         return {
-            "DEDUP_COLLECTION": self.collection,
-            "DEDUP_DATABASE": self.database.name,
-            "DEDUP_LEASE_SECONDS": str(self.lease_seconds),
-            **({} if heartbeat is None else {"DEDUP_HEARTBEAT_SECONDS": str(heartbeat)}),
-            "DEDUP_RETENTION_SECONDS": str(self.retention_seconds),
-            "DEDUP_PROJECT_HEADER": self.project_header,
-            "DEDUP_REGION_HEADER": self.region_header,
-            "DEDUP_MANUAL_RUNS": self.manual_runs,
-            "DEDUP_JOBS_MODULE": facts.DEFAULT_JOBS_MODULE,
-            "DEDUP_ALLOWED_PROJECTS": self.project,
-            "DEDUP_ALLOWED_REGIONS": self.region,
+            **settings.to_env(),
             "GOOGLE_CLOUD_PROJECT": self.project,
-            schedules.VARIABLE: self.schedules_json(),
-            schedules.LOOKBACK_VARIABLE: str(self.audit_lookback_s),
-            schedules.AUDIT_JOB_VARIABLE: self.audit_job_id,
+            **schedules.audit_env(
+                [job.schedule_entry() for job in self.jobs],
+                self.audit_lookback_s,
+                self.audit_job_id,
+            ),
         }

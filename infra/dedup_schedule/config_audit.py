@@ -19,7 +19,7 @@ from croniter import croniter
 from dedup_schedule.config import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
 from dedup_schedule.config_values import ConfigValues
 from runledger import facts, schedules
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
 ALERTS_KEYS = frozenset({"notificationChannels", "emails"})

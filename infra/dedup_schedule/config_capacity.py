@@ -1,7 +1,7 @@
 """Whether the handler's instances can serve every request the stack's jobs can have open.
 
 A delivery that meets a run held by a live attempt waits for that attempt's outcome
-(`runledger.wait`), and holds one of an instance's concurrent requests meanwhile.
+(`runledger.delivery.duplicate_wait`), and holds one of an instance's concurrent requests meanwhile.
 Cloud Run answers a request that finds every instance at `maxInstances` busy with
 its `concurrency` requests with 429 once it has waited in the pending queue ("About
 instance autoscaling": requests are queued up to a limit, then failed with 429), so

@@ -22,6 +22,7 @@ from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import service_account
 from dedup_schedule.propagation import wait_for_grants
 from dedup_schedule.source import handler_files, source_digest
+from runledger.config import ALLOWED_INVOKER_IDS_ENV, ALLOWED_INVOKERS_ENV
 
 ENTRY_POINT = "handle_scheduled_job"
 # The image repository's cleanup policy: the newest IMAGES_KEPT versions stay, older
@@ -255,8 +256,8 @@ def _function(
         # the token Cloud Run verified: its `email` claim, or its `sub` claim, which
         # is the account's unique id ("The unique id of the service account",
         # `serviceaccount.Account.unique_id`) and is in every Google ID token.
-        "DEDUP_ALLOWED_INVOKERS": args.invoker.email,
-        "DEDUP_ALLOWED_INVOKER_IDS": args.invoker.unique_id,
+        ALLOWED_INVOKERS_ENV: args.invoker.email,
+        ALLOWED_INVOKER_IDS_ENV: args.invoker.unique_id,
         # functions-framework serves on as many threads as THREADS says (default four
         # per CPU it sees): one per request Cloud Run may send the instance at once.
         "THREADS": str(cfg.concurrency),

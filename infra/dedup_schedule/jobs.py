@@ -33,7 +33,7 @@ from dedup_schedule.propagation import wait_for_grants
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
-# What the audit's one listing (`runledger.scheduler_state`) needs: cloudscheduler.jobs.list
+# What the audit's one listing (`runledger.audit.scheduler_state`) needs: cloudscheduler.jobs.list
 # ("Method: projects.locations.jobs.list"). roles/cloudscheduler.viewer is the read-only
 # predefined role holding it ("Cloud Scheduler roles and permissions"); Scheduler roles are
 # granted no lower than the project (same page: lowest-level resource, Project).

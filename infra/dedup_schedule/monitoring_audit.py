@@ -1,7 +1,7 @@
 """The audit's heartbeat: a counter of finished audits and the alert on its absence.
 
 An audit that stops running reports nothing, so its findings alert stays silent;
-only the absence of its summary line (`runledger.audit`) shows it.
+only the absence of its summary line (`runledger.audit.runner`) shows it.
 """
 
 from __future__ import annotations

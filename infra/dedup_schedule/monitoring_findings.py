@@ -2,7 +2,7 @@
 
 The audit logs one line per scheduled run it finds missed, stale, failed or
 released, and one per job it could not judge (drifted, unauditable;
-`runledger.audit`). Missed, stale and released runs and unjudged jobs page here;
+`runledger.audit.runner`). Missed, stale and released runs and unjudged jobs page here;
 failed ones page with the handler's terminal failures (`monitoring_runs`),
 through `findings_condition`.
 """

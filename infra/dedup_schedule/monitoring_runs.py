@@ -1,7 +1,7 @@
 """The handler's per-request lines: runs by outcome, attempts, latency, and their alerts.
 
 Every delivery the handler answers writes one line with its `outcome`, `job`,
-`attempts` and `duration_ms` (`runledger.app`). The outcome counter carries the
+`attempts` and `duration_ms` (`runledger.delivery.app`). The outcome counter carries the
 alerts on runs that failed for good and on a ledger the handler cannot use.
 """
 

@@ -273,9 +273,10 @@ HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 # --- the handler's log lines ----------------------------------------------------------------
 
 # `outcome` values of the handler's structured log lines (one per request from
-# runledger.app, one per audit finding and one summary from runledger.audit) that the
-# stack's log-based metrics and alerts count and the policy pack looks for in alerting.
-# tests/infra/test_infra_monitoring.py checks each against the line the handler writes.
+# runledger.delivery.app, one per audit finding and one summary from
+# runledger.audit.report) that the stack's log-based metrics and alerts count and
+# the policy pack looks for in alerting.
+# tests/infra/test_infra_audit.py checks each against the line the handler writes.
 OUTCOME_FAILED_TERMINAL = "failed_terminal"  # the job raised TerminalJobError
 # The ledger could not be read or written: not reachable, permission not (yet) there,
 # or a database that can never hold it.

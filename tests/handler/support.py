@@ -17,13 +17,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from localrun.handler_server import HANDLER_DIR
-from runledger.app import App, Response
+from runledger.audit.scheduler_state import Lister
 from runledger.config import Settings
-from runledger.delivery import identify_run
-from runledger.jobs import JobFn
-from runledger.ledger import MAX_CLOCK_SKEW, Ledger
-from runledger.record import RunRecord, Status
-from runledger.store import RunStore
+from runledger.delivery.app import App, Response
+from runledger.delivery.identify import identify_run
+from runledger.delivery.identify import scheduler_headers as delivery_headers
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.store import RunStore
+from runledger.schedules import AuditSettings
+from runledger.sdk.registry import JobFn
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
 # The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).
@@ -98,9 +101,14 @@ def make_app(
     jobs: Mapping[str, JobFn],
     clock: FakeClock,
     renewals: DrivenRenewals | None = None,
+    audit: AuditSettings | None = None,
+    live: Lister | None = None,
     **env: str,
 ) -> App:
-    """An app whose leases renew only when the test runs `renewals.run_due()`."""
+    """An app whose leases renew only when the test runs `renewals.run_due()`.
+
+    With `audit`, it serves the audit job as `App.from_env` does (`live`: the jobs' live state).
+    """
     return App(
         settings(**env),
         jobs,
@@ -108,6 +116,8 @@ def make_app(
         clock=clock,
         new_attempt_id=sequential_ids(),
         renewals=DrivenRenewals() if renewals is None else renewals,
+        audit=audit,
+        live=live,
     )
 
 
@@ -118,12 +128,7 @@ def scheduler_headers(
     region: str = "europe-west1",
     **extra: str,
 ) -> list[tuple[str, str]]:
-    headers = [
-        ("X-CloudScheduler-JobName", job),
-        ("X-CloudScheduler-ScheduleTime", schedule_time),
-        ("X-Dedup-Project", project),
-        ("X-Dedup-Region", region),
-    ]
+    headers = delivery_headers(job, schedule_time, project, region)
     return headers + [(name.replace("_", "-"), value) for name, value in extra.items()]
 
 

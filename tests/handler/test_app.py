@@ -13,17 +13,16 @@ import pytest
 from google.cloud import firestore
 
 from localrun.emulator import free_port
-from runledger.app import MAX_BODY_BYTES
-from runledger.delivery import identify_run
+from runledger.delivery.app import MAX_BODY_BYTES
+from runledger.delivery.identify import identify_run
 from runledger.exceptions import TerminalJobError
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from tests.handler.support import (
     LEASE,
     T0,
     DrivenRenewals,
-    FakeClock,
     Takeover,
     default_run_key,
     deliver,
@@ -47,11 +46,6 @@ class Recorder:
             self.runs.append(ctx.run_id)
         if self.fail_with is not None:
             raise self.fail_with
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def stored(firestore_store, app):

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from localrun.handler_server import HANDLER_DIR
-from runledger.app import App
-from runledger.audit import Audit, Finding, install_audit
-from runledger.context import RunContext
+from runledger.audit.expected import schedule_times
+from runledger.audit.findings import Finding
+from runledger.audit.runner import Audit
+from runledger.delivery.app import App
 from runledger.exceptions import ConfigError, TerminalJobError
-from runledger.expected import schedule_times
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
+from runledger.ledger.epochs import record_epochs
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from runledger.schedules import (
     AUDIT_JOB_ID,
     AuditSettings,
@@ -25,6 +26,7 @@ from runledger.schedules import (
     check_jobs,
     parse_schedules,
 )
+from runledger.sdk.context import RunContext
 from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,
@@ -35,6 +37,7 @@ from tests.handler.support import (
     make_app,
     run_record,
     scheduler_headers,
+    settings,
     start_main,
 )
 
@@ -61,20 +64,19 @@ def move_to(clock: FakeClock, when: datetime) -> None:
 
 
 def audit_app(store, jobs, clock: FakeClock, raw: str) -> tuple[App, AuditSettings]:
-    app = make_app(store, jobs, clock, **SCOPE)
-    config = audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, app.settings)
-    install_audit(app, config)
-    app.ledger.audit_epochs(config.project, config.region, config.schedules, DEPLOYED)
+    config = audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, settings(**SCOPE))
+    app = make_app(store, jobs, clock, audit=config, **SCOPE)
+    record_epochs(store, config.project, config.region, config.schedules, DEPLOYED)
     return app, config
 
 
-def audit_of(app: App, config: AuditSettings, catch_up: bool = False) -> Audit:
+def audit_of(store, app: App, config: AuditSettings, catch_up: bool = False) -> Audit:
     return Audit(
         config,
         lease=app.settings.lease,
         read=app.ledger.read_many,
         clock=app.ledger.now,
-        epochs=lambda jobs, now: app.ledger.audit_epochs(config.project, config.region, jobs, now),
+        epochs=lambda jobs, now: record_epochs(store, config.project, config.region, jobs, now),
         catch_up=(lambda run: app.catch_up(run).outcome) if catch_up else None,
     )
 
@@ -108,7 +110,7 @@ def test_every_finding_kind_once_its_run_has_settled(firestore_store, capsys):
         when = T0.replace(hour=hour)
         move_to(clock, when + timedelta(seconds=5))
         deliver(app, scheduler_headers(job="etl", schedule_time=stamp(when)))
-    audit = audit_of(app, config)
+    audit = audit_of(firestore_store, app, config)
     stale = audit.identity("etl", T0 - timedelta(hours=3))
     firestore_store.create(
         stale.key,
@@ -144,7 +146,7 @@ def test_a_run_inside_its_retry_window_is_reported_only_once_it_settles(firestor
         clock,
         schedules({"id": "etl", "schedule": "0 12 * * *"}),
     )
-    audit = audit_of(app, config)
+    audit = audit_of(firestore_store, app, config)
     assert audit.run(timedelta(hours=1)).findings == []
     clock.advance(seconds=SETTLE.total_seconds())
     assert findings(audit.run(timedelta(hours=1))) == [("etl", "2026-10-16T12:00:00Z", "missed")]
@@ -158,7 +160,7 @@ def test_stale_needs_the_lease_run_out_not_just_the_retry_window(firestore_store
         clock,
         schedules({"id": "etl", "schedule": "0 12 * * *"}),
     )
-    audit = audit_of(app, config)
+    audit = audit_of(firestore_store, app, config)
     run = audit.identity("etl", T0)
     long_job = run_record("slow", job="etl", lease_expires=T0 + SETTLE + LEASE)
     firestore_store.create(run.key, long_job)
@@ -176,11 +178,11 @@ def test_a_wall_time_the_clocks_skip_is_no_expected_run(firestore_store):
     clock = FakeClock(datetime(2026, 3, 8, 23, 0, tzinfo=UTC))
     raw = schedules({"id": "etl", "schedule": "30 2 * * *"} | NEW_YORK)
     app, config = audit_app(firestore_store, {"etl": outcome_job}, clock, raw)
-    report = audit_of(app, config).run(timedelta(hours=20))
+    report = audit_of(firestore_store, app, config).run(timedelta(hours=20))
     # 02:30 did not exist in New York that day: nothing was expected, nothing is missed.
     assert (report.checked, report.findings) == (0, [])
     clock.advance(days=1)
-    report = audit_of(app, config).run(timedelta(hours=20))
+    report = audit_of(firestore_store, app, config).run(timedelta(hours=20))
     assert findings(report) == [("etl", "2026-03-09T06:30:00Z", "missed")]
 
 
@@ -188,7 +190,7 @@ def test_a_repeated_wall_time_is_one_run_whichever_instant_it_ran_at(firestore_s
     clock = FakeClock(datetime(2026, 11, 1, 23, 0, tzinfo=UTC))
     raw = schedules({"id": "etl", "schedule": "30 1 * * *"} | NEW_YORK)
     app, config = audit_app(firestore_store, {"etl": outcome_job}, clock, raw)
-    audit = audit_of(app, config)
+    audit = audit_of(firestore_store, app, config)
     report = audit.run(timedelta(hours=20))
     # 01:30 happened twice (05:30Z EDT, 06:30Z EST): one run expected, one finding,
     # two reads (and one for the job's epoch).
@@ -304,7 +306,7 @@ def test_catch_up_reruns_a_released_run_once_and_only_up_to_its_max_age(firestor
     assert released.outcome == "failed_retryable"
     clock.advance(minutes=30, seconds=1)
 
-    report = audit_of(app, config, catch_up=True).run(timedelta(hours=2))
+    report = audit_of(firestore_store, app, config, catch_up=True).run(timedelta(hours=2))
 
     by_time = {stamp(f.schedule_time): (f.finding, f.catch_up) for f in report.findings}
     assert by_time == {
@@ -313,7 +315,7 @@ def test_catch_up_reruns_a_released_run_once_and_only_up_to_its_max_age(firestor
         "2026-10-16T11:30:00Z": (Finding.RELEASED, "completed"),
     }
     assert executions == Counter({T0 - timedelta(minutes=30): 2, T0 - timedelta(hours=1): 1})
-    again = audit_of(app, config, catch_up=True).run(timedelta(hours=2))
+    again = audit_of(firestore_store, app, config, catch_up=True).run(timedelta(hours=2))
     assert [(stamp(f.schedule_time), f.catch_up) for f in again.findings] == [
         ("2026-10-16T10:30:00Z", None)
     ]
@@ -326,7 +328,7 @@ def test_catch_up_is_off_unless_the_job_opts_in(firestore_store):
     app, config = audit_app(
         firestore_store, {"etl": counting_job(executions, threading.Lock())}, clock, raw
     )
-    report = audit_of(app, config, catch_up=True).run(timedelta(hours=1))
+    report = audit_of(firestore_store, app, config, catch_up=True).run(timedelta(hours=1))
     assert [(f.finding, f.catch_up) for f in report.findings] == [(Finding.MISSED, None)]
     assert executions == Counter()
 

@@ -8,13 +8,14 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from runledger.app import App
-from runledger.audit import Audit, install_audit
-from runledger.context import RunContext
-from runledger.delivery import run_key
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.audit.runner import Audit
+from runledger.delivery.app import App
+from runledger.delivery.identify import run_key
+from runledger.ledger.epochs import record_epochs
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
-from tests.handler.support import LEASE, FakeClock, deliver, make_app, scheduler_headers
+from runledger.sdk.context import RunContext
+from tests.handler.support import LEASE, FakeClock, deliver, make_app, scheduler_headers, settings
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
 WINDOW = timedelta(seconds=200)
@@ -34,18 +35,17 @@ def berlin_app(store, schedule: str, clock: FakeClock, executions: Counter) -> t
         "timeZone": BERLIN,
         "retryWindowSeconds": WINDOW.total_seconds(),
     }
-    app = make_app(store, {"etl": job}, clock, **SCOPE)
-    config = audit_settings({"DEDUP_SCHEDULES": json.dumps([entry])} | SCOPE, app.settings)
+    config = audit_settings({"DEDUP_SCHEDULES": json.dumps([entry])} | SCOPE, settings(**SCOPE))
+    app = make_app(store, {"etl": job}, clock, audit=config, **SCOPE)
     # As App.from_env does: the handler knows each job's time zone from DEDUP_SCHEDULES.
     app.zones = {schedule.id: schedule.zone for schedule in config.schedules}
-    install_audit(app, config)
-    app.ledger.audit_epochs(config.project, config.region, config.schedules, clock())
+    record_epochs(store, config.project, config.region, config.schedules, clock())
     audit = Audit(
         config,
         lease=LEASE,
         read=app.ledger.read_many,
         clock=clock,
-        epochs=lambda jobs, now: app.ledger.audit_epochs(config.project, config.region, jobs, now),
+        epochs=lambda jobs, now: record_epochs(store, config.project, config.region, jobs, now),
     )
     return app, audit
 

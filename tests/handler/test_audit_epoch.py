@@ -10,21 +10,29 @@ from typing import Any
 
 import pytest
 
-from runledger import expected as expected_module
-from runledger.app import App
-from runledger.audit import Audit, install_audit
-from runledger.context import RunContext
-from runledger.epochs import epoch_key
-from runledger.expected import (
+from runledger.audit import expected as expected_module
+from runledger.audit.expected import (
     MAX_READS,
     AuditTooLarge,
     expected_runs,
     least_schedule_times,
     schedule_times,
 )
-from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.audit.runner import Audit
+from runledger.delivery.app import App
+from runledger.ledger.epochs import epoch_key, record_epochs
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, audit_settings, parse_schedules
-from tests.handler.support import LEASE, T0, FakeClock, deliver, make_app, scheduler_headers
+from runledger.sdk.context import RunContext
+from tests.handler.support import (
+    LEASE,
+    T0,
+    FakeClock,
+    deliver,
+    make_app,
+    scheduler_headers,
+    settings,
+)
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
 WINDOW = timedelta(seconds=200)
@@ -40,11 +48,13 @@ def configured(app: App, raw: str) -> AuditSettings:
     return audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, app.settings)
 
 
-def audit_of(app: App, config: AuditSettings, seen: list | None = None, clock: Any = None) -> Audit:
+def audit_of(
+    store, app: App, config: AuditSettings, seen: list | None = None, clock: Any = None
+) -> Audit:
     """The handler's audit; `seen` collects the epochs each run used."""
 
     def epochs(jobs, now):
-        found = app.ledger.audit_epochs(config.project, config.region, jobs, now)
+        found = record_epochs(store, config.project, config.region, jobs, now)
         if seen is not None:
             seen.append(found)
         return found
@@ -75,7 +85,7 @@ def test_fresh_deploy_reports_nothing_before_the_first_audit_and_8_audits_agree(
     def audit_once(offset_ms: int) -> None:
         # Each audit's clock reads a little differently, as on separate instances.
         own_clock = lambda: clock() + timedelta(milliseconds=offset_ms)  # noqa: E731
-        audit = audit_of(app, config, seen, clock=own_clock)
+        audit = audit_of(firestore_store, app, config, seen, clock=own_clock)
         start.wait(10)
         reports.append(audit.run(timedelta(hours=6)))
 
@@ -97,7 +107,7 @@ def test_fresh_deploy_reports_nothing_before_the_first_audit_and_8_audits_agree(
 
     # Two hours later exactly the runs after the epoch are judged: all missed.
     clock.advance(hours=2)
-    report = audit_of(app, config).run(timedelta(hours=6))
+    report = audit_of(firestore_store, app, config).run(timedelta(hours=6))
     missed = [T0 + timedelta(minutes=minutes) for minutes in range(10, 110 + 1, 10)]
     assert findings(report) == [("etl", f"{when:%H:%M}", "missed") for when in missed]
     assert epoch_doc(firestore_db, "etl").create_time == doc.create_time  # not written again
@@ -111,22 +121,22 @@ def test_a_schedule_change_resets_that_jobs_epoch_only_and_a_rollback_again(
     app = make_app(firestore_store, jobs, clock, **SCOPE)
     hourly = {"id": "etl", "schedule": "0 * * * *"}
     before = configured(app, schedules(hourly, {"id": "report", "schedule": "30 * * * *"}))
-    audit_of(app, before).run()  # the deploy's first audit: epochs at 06:00
+    audit_of(firestore_store, app, before).run()  # the deploy's first audit: epochs at 06:00
     clock.advance(hours=3)  # 09:00: report now runs at :45
     after = configured(app, schedules(hourly, {"id": "report", "schedule": "45 * * * *"}))
     seen: list[dict[str, datetime]] = []
-    audit_of(app, after, seen).run()
+    audit_of(firestore_store, app, after, seen).run()
     assert seen[-1] == {"etl": T0 - timedelta(hours=6), "report": T0 - timedelta(hours=3)}
 
     clock.advance(hours=3)  # 12:00
-    report = audit_of(app, after).run(timedelta(hours=6))
+    report = audit_of(firestore_store, app, after).run(timedelta(hours=6))
     # etl is judged from 06:00; report's :45 only from the change at 09:00 on.
     assert findings(report) == [
         *(("etl", f"{hour:02d}:00", "missed") for hour in range(7, 12)),
         *(("report", f"{hour:02d}:45", "missed") for hour in range(9, 12)),
     ]
     # Rolled back to :30 at 12:00: its old epoch (06:00) does not count again.
-    audit_of(app, before, seen).run()
+    audit_of(firestore_store, app, before, seen).run()
     assert seen[-1]["report"] == T0
     assert seen[-1]["etl"] == T0 - timedelta(hours=6)
 
@@ -137,13 +147,13 @@ def test_a_job_added_later_is_judged_from_its_own_epoch(firestore_store):
         firestore_store, {"etl": lambda ctx: None, "new": lambda ctx: None}, clock, **SCOPE
     )
     etl = {"id": "etl", "schedule": "0 * * * *"}
-    audit_of(app, configured(app, schedules(etl))).run()  # 08:00
+    audit_of(firestore_store, app, configured(app, schedules(etl))).run()  # 08:00
     clock.advance(hours=2)  # 10:00: "new" is deployed
     both = configured(app, schedules(etl, {"id": "new", "schedule": "0 * * * *"}))
-    audit_of(app, both).run()
+    audit_of(firestore_store, app, both).run()
     clock.advance(hours=2)
 
-    report = audit_of(app, both).run(timedelta(hours=6))
+    report = audit_of(firestore_store, app, both).run(timedelta(hours=6))
 
     assert findings(report) == [
         ("etl", "08:00", "missed"),  # at its epoch: judged
@@ -165,11 +175,11 @@ def test_with_catch_up_nothing_before_the_epoch_is_caught_up(firestore_store):
             executions[ctx.schedule_time] += 1
 
     clock = FakeClock(T0 + timedelta(seconds=1))
-    app = make_app(firestore_store, {"etl": job}, clock, **SCOPE)
     raw = schedules(
         {"id": "etl", "schedule": "*/10 * * * *", "catchUp": True, "catchUpMaxAgeSeconds": 3600}
     )
-    install_audit(app, configured(app, raw))
+    config = audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, settings(**SCOPE))
+    app = make_app(firestore_store, {"etl": job}, clock, audit=config, **SCOPE)
 
     first = deliver(app, scheduler_headers(job=AUDIT_JOB_ID, schedule_time="2026-10-16T12:00:00Z"))
     assert (first.status, executions) == (200, Counter())  # an hour of */10 not run
@@ -183,11 +193,11 @@ def test_deleting_an_epoch_only_narrows_what_is_judged(firestore_store, firestor
     clock = FakeClock(T0 - timedelta(hours=3))
     app = make_app(firestore_store, {"etl": lambda ctx: None}, clock, **SCOPE)
     config = configured(app, schedules({"id": "etl", "schedule": "0 * * * *"}))
-    audit_of(app, config).run()
+    audit_of(firestore_store, app, config).run()
     clock.advance(hours=3)
     epoch_doc(firestore_db, "etl").reference.delete()
 
-    report = audit_of(app, config).run(timedelta(hours=6))
+    report = audit_of(firestore_store, app, config).run(timedelta(hours=6))
 
     # 09:00 to 11:00 were due under the lost epoch; now they are no longer judged.
     assert (report.findings, report.before_epoch, report.pending) == ([], 5, 1)

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.app import App
-from runledger.audit import install_audit
-from runledger.context import RunContext
-from runledger.delivery import run_key
-from runledger.scheduler_state import LiveJob, SchedulerUnreadable
+from runledger.audit.scheduler_state import LiveJob
+from runledger.delivery.app import App
+from runledger.delivery.identify import run_key
+from runledger.exceptions import SchedulerUnreadable
+from runledger.ledger.epochs import record_epochs
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
+from runledger.sdk.context import RunContext
 from tests.handler.support import (
     LEASE,
     FakeClock,
@@ -26,6 +27,7 @@ from tests.handler.support import (
     make_app,
     run_record,
     scheduler_headers,
+    settings,
 )
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
@@ -56,10 +58,10 @@ class Jobs:
 def audited_app(
     store, jobs: Jobs, clock: FakeClock, entries: list[dict[str, Any]], live=None
 ) -> tuple[App, AuditSettings]:
-    app = make_app(store, {e["id"]: jobs.job(e["id"]) for e in entries}, clock, **SCOPE)
-    config = audit_settings({"DEDUP_SCHEDULES": json.dumps(entries)} | SCOPE, app.settings)
-    install_audit(app, config, live)
-    app.ledger.audit_epochs(config.project, config.region, config.schedules, START)
+    config = audit_settings({"DEDUP_SCHEDULES": json.dumps(entries)} | SCOPE, settings(**SCOPE))
+    run_jobs = {e["id"]: jobs.job(e["id"]) for e in entries}
+    app = make_app(store, run_jobs, clock, audit=config, live=live, **SCOPE)
+    record_epochs(store, config.project, config.region, config.schedules, START)
     return app, config
 
 
@@ -226,8 +228,9 @@ def test_a_job_whose_times_cannot_be_listed_is_unauditable_and_the_others_are_au
         "broken", "0 9 31 6 *", "UTC", timedelta(seconds=200), timedelta(seconds=180), False,
         timedelta(hours=1),
     )  # fmt: skip
-    app.jobs = {**app.jobs, "broken": jobs.job("broken")}
-    install_audit(app, AuditSettings((broken, *config.schedules), *_rest(config)))
+    both = AuditSettings((broken, *config.schedules), *_rest(config))
+    run_jobs = {"etl": jobs.job("etl"), "broken": jobs.job("broken")}
+    app = make_app(firestore_store, run_jobs, clock, audit=both, **SCOPE)
 
     lines = audit_lines(app, clock, capsys, START + timedelta(hours=3))
 

@@ -7,9 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from runledger.audit import install_audit
 from runledger.exceptions import ConfigError
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import audit_settings, check_jobs, parse_schedules
 from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers, settings
 
@@ -109,8 +108,8 @@ def test_no_job_may_take_the_configured_audit_id():
 def test_the_handler_serves_the_audit_under_its_configured_id(capsys):
     env = {"DEDUP_SCHEDULES": json.dumps([ENTRY | {"id": "nightly-report"}]), **SCOPE}
     env |= {"DEDUP_AUDIT_JOB": "blue-audit"}
-    app = make_app(MemoryRunStore(), {"nightly-report": print}, FakeClock(), **SCOPE)
-    install_audit(app, audit_settings(env, app.settings))
+    audit = audit_settings(env, settings(**SCOPE))
+    app = make_app(MemoryRunStore(), {"nightly-report": print}, FakeClock(), audit=audit, **SCOPE)
     capsys.readouterr()
 
     audited = deliver(app, scheduler_headers(job="blue-audit"))

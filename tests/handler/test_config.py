@@ -10,7 +10,7 @@ import pytest
 from runledger import facts
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import ConfigError
-from runledger.jobs import Jobs, load_jobs
+from runledger.sdk.registry import Jobs, load_jobs
 from tests.handler import machinery_jobs
 from tests.handler.support import start_main
 

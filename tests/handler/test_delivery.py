@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runledger.delivery import identify_delivery, identify_run, parse_schedule_time
+from runledger.delivery.identify import identify_delivery, identify_run, parse_schedule_time
 from runledger.exceptions import BadRequest
 from tests.handler.support import LEASE, T0, scheduler_headers, settings
 

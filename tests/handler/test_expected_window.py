@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runledger import expected
+from runledger.audit import expected
 from runledger.schedules import parse_schedules
 
 

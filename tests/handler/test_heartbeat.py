@@ -12,10 +12,10 @@ from datetime import timedelta
 
 import pytest
 
-from runledger.delivery import identify_run
+from runledger.delivery.identify import identify_run
 from runledger.exceptions import ConfigError, StorePermissionDenied
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from tests.handler.support import (
     LEASE,
     DrivenRenewals,

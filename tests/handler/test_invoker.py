@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers
 
 INVOKER = "dedup-invoker@acme-prod.iam.gserviceaccount.com"

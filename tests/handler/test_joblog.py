@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runledger.joblog import JsonLineHandler, RunFieldsFilter, run_fields
+from runledger.sdk.joblog import JsonLineHandler, RunFieldsFilter, run_fields
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 RUN = SimpleNamespace(

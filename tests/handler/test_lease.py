@@ -7,10 +7,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from runledger.exceptions import StoreUnavailable
-from runledger.lease import LeaseKeeper, RenewalScheduler
-from runledger.ledger import Ledger, RunIdentity
-from runledger.memory_store import MemoryRunStore
-from runledger.record import Status
+from runledger.ledger.lease import LeaseKeeper, RenewalScheduler
+from runledger.ledger.machine import Ledger, RunIdentity
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import Status
 from tests.handler.support import T0, DrivenRenewals, FakeClock, make_ledger
 
 LEASE = timedelta(seconds=0.3)

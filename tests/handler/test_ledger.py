@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from runledger.exceptions import LeaseLost
-from runledger.ledger import MAX_CLOCK_SKEW, Claim, Duplicate, Ledger, RunIdentity
-from runledger.record import Status
-from tests.handler.support import LEASE, T0, FakeClock, make_ledger
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Duplicate, RunIdentity
+from runledger.ledger.record import Status
+from tests.handler.support import LEASE, T0, make_ledger
 
 RUN = RunIdentity(
     key="run-1",
@@ -19,16 +19,6 @@ RUN = RunIdentity(
     region="europe-west1",
     manual=False,
 )
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def ledger(store, clock) -> Ledger:
-    return make_ledger(store, clock)
 
 
 def test_first_claim_writes_an_in_progress_record(ledger, store, clock):

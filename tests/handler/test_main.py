@@ -32,7 +32,7 @@ NOT_ON_A_DELIVERY = (
     "google.cloud.run",
     "google.cloud.run_v2",
     "runledger.ops",
-    "runledger.ledgerops",
+    "runledger.ops.ledger_ops",
     "runledger.targets",
 )
 # A fresh interpreter loads the entry point as functions-framework does and

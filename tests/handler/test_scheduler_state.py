@@ -10,14 +10,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from runledger.scheduler_state import (
+from runledger.audit.scheduler_state import (
     API,
     PAGE_SIZE,
     LiveJob,
-    SchedulerUnreadable,
     live_job,
     scheduler_lister,
 )
+from runledger.exceptions import SchedulerUnreadable
 from tests.handler.support import HANDLER_DIR
 
 PARENT = "projects/acme-prod/locations/europe-west1"
@@ -119,7 +119,7 @@ def test_no_credentials_and_the_emulator_are_reasons_not_errors(monkeypatch) -> 
 
 def test_the_handler_imports_no_google_auth_before_an_audit_runs() -> None:
     probe = (
-        "import sys, runledger.app; "
+        "import sys, runledger.delivery.app; "
         "print(sorted(m for m in sys.modules if m.startswith('google.auth')))"
     )
     result = subprocess.run(

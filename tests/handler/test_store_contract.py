@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from runledger.epochs import AuditEpoch
 from runledger.exceptions import RecordExists, VersionConflict
-from runledger.record import Status
-from runledger.watermarks import JobMark, OpenRun, StoredShard
+from runledger.ledger.epochs import AuditEpoch
+from runledger.ledger.record import Status
+from runledger.ledger.watermarks import JobMark, OpenRun, StoredShard
 from tests.handler.support import T0
 from tests.handler.support import run_record as record
 
@@ -105,7 +105,7 @@ def test_epochs_are_not_runs(store):
     assert store.get_many(["k1"]) == {}
 
 
-# The audit's watermark shards (`runledger.watermarks`).
+# The audit's watermark shards (`runledger.ledger.watermarks`).
 MARK = JobMark(
     "0 * * * *",
     "Europe/Berlin",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from runledger import Jobs, RunContext, TerminalJobError
-from runledger.record import Status
+from runledger.ledger.record import Status
 from runledger.testing import DEFAULT_SCHEDULE_TIME, JobHarness
 
 

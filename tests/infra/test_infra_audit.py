@@ -21,10 +21,11 @@ from dedup_schedule.config import ConfigError
 from dedup_schedule.config_reader import parse_config
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from runledger import facts
-from runledger.audit import AuditReport, Finding, log_report
+from runledger.audit.findings import AuditReport, Finding
+from runledger.audit.report import log_report
 from runledger.config import Settings
 from runledger.exceptions import StoreUnavailable, TerminalJobError
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from tests.handler.support import FakeClock, deliver, make_app
 from tests.infra.conftest import write_handler

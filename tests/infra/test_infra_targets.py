@@ -17,7 +17,7 @@ import yaml
 
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from offline.stack_file import read_project_name
-from runledger.jobs import load_jobs
+from runledger.sdk.registry import load_jobs
 from tests.stacks import REPO_STACKS, repo_stack_file
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from localrun.demo_audit import check_findings, late_runs, read_log, settled_by
 from localrun.demo_stack import DemoFiles, handler_env, sim_jobs, speedups
 from localrun.simulator import RunPlan, replayed_since
-from runledger.audit import Finding
+from runledger.audit.findings import Finding
 from runledger.config import Settings
 from runledger.schedules import audit_settings
 from tests.localrun.demo_project import demo_stack

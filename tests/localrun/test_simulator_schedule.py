@@ -13,7 +13,7 @@ from localrun.simulator import (
     next_fire_time,
     render_schedule_time,
 )
-from runledger.delivery import parse_schedule_time
+from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)

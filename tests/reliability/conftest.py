@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from localrun.handler_server import HandlerServer, start_handler
-from runledger.firestore_store import FirestoreRunStore
-from runledger.memory_store import MemoryRunStore
-from runledger.store import RunStore
-
-
-class Servers:
-    """Starts handler processes for one test and kills every one of them afterwards."""
-
-    def __init__(self) -> None:
-        self.started: list[HandlerServer] = []
-
-    def start(self, env: Mapping[str, str]) -> HandlerServer:
-        server = start_handler(env, ready_timeout_s=60)
-        self.started.append(server)
-        return server
-
-    def reap(self) -> None:
-        for server in self.started:
-            server.kill()
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.store import RunStore
+from tests.reliability.relsupport import Servers
 
 
 @pytest.fixture

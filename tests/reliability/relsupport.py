@@ -20,11 +20,17 @@ from urllib.parse import urlsplit
 from google.cloud import firestore
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery import parse_schedule_time, run_key
+from localrun.handler_server import HandlerServer, start_handler
+from runledger.delivery.identify import (
+    parse_schedule_time,
+    run_key,
+    schedule_time_text,
+    scheduler_headers,
+)
 from runledger.exceptions import StoreUnavailable
-from runledger.firestore_store import FirestoreRunStore
-from runledger.record import RunRecord, Versioned
-from runledger.store import RunStore
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.store import RunStore
 
 JOBS_MODULE = "tests.reliability.faultjobs"
 PROJECT = "acme-prod"
@@ -75,18 +81,13 @@ def deliver(
 def schedule_time_now(offset_s: int = 0) -> str:
     """A schedule time inside the retention window and not in the future (not a forced run)."""
     moment = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5 - offset_s)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return schedule_time_text(moment)
 
 
 def run_headers(
     job: str, schedule_time: str, project: str = PROJECT, region: str = REGION
 ) -> list[tuple[str, HeaderValue]]:
-    return [
-        ("X-CloudScheduler-JobName", job),
-        ("X-CloudScheduler-ScheduleTime", schedule_time),
-        ("X-Dedup-Project", project),
-        ("X-Dedup-Region", region),
-    ]
+    return list(scheduler_headers(job, schedule_time, project, region))
 
 
 def probe_key(job: str, schedule_time: str) -> str:
@@ -250,3 +251,19 @@ class FaultyStore:
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
         return self._call("update", lambda: self.inner.update(key, changes, version))
+
+
+class Servers:
+    """Starts handler processes for one test and kills every one of them afterwards."""
+
+    def __init__(self) -> None:
+        self.started: list[HandlerServer] = []
+
+    def start(self, env: Mapping[str, str]) -> HandlerServer:
+        server = start_handler(env, ready_timeout_s=60)
+        self.started.append(server)
+        return server
+
+    def reap(self) -> None:
+        for server in self.started:
+            server.kill()

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from runledger.record import Status
-from tests.reliability.conftest import Servers
+from runledger.ledger.record import Status
 from tests.reliability.faultjobs import BARRIER
 from tests.reliability.relsupport import (
+    Servers,
     completed_work,
     deliver,
     effects,

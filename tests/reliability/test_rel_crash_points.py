@@ -23,15 +23,15 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.memory_store import MemoryRunStore
-from runledger.record import Status
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import Status
 from tests.handler.support import FakeClock, make_app, scheduler_headers
-from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     Crash,
     Fault,
     FaultyStore,
+    Servers,
     deliver,
     effects,
     probe_run,

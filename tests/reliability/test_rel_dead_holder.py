@@ -29,14 +29,13 @@ from dedup_schedule.config_reader import parse_config
 from localrun.emulator import FirestoreEmulator
 from offline.stack_file import read_project_name, read_stack_values
 from runledger import facts
-from runledger.delivery import parse_schedule_time, run_key
-from runledger.firestore_store import FirestoreRunStore
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
-from runledger.wait import wait_budget
-from tests.reliability.conftest import Servers
+from runledger.delivery.duplicate_wait import wait_budget
+from runledger.delivery.identify import parse_schedule_time, run_key
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
 from tests.reliability.netfault import TcpLink
-from tests.reliability.relsupport import deliver, effects, log_entries, wait_for
+from tests.reliability.relsupport import Servers, deliver, effects, log_entries, wait_for
 from tests.stacks import ANY_STACK
 
 REPO = Path(__file__).resolve().parents[2]

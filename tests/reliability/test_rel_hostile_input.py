@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from localrun.emulator import FirestoreEmulator
-from runledger.app import MAX_BODY_BYTES
-from runledger.memory_store import MemoryRunStore
+from runledger.delivery.app import MAX_BODY_BYTES
+from runledger.ledger.memory_store import MemoryRunStore
 from tests.handler.support import FakeClock, make_app
-from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
+    Servers,
     completed_work,
     count_docs,
     deliver,

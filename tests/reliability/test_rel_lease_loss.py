@@ -22,14 +22,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localrun.emulator import FirestoreEmulator
-from runledger.app import App
-from runledger.context import RunContext
-from runledger.delivery import parse_schedule_time, run_key
+from runledger.delivery.app import App
+from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.exceptions import TerminalJobError
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.memory_store import MemoryRunStore
-from runledger.record import Status
-from runledger.store import RunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import Status
+from runledger.ledger.store import RunStore
+from runledger.sdk.context import RunContext
 from tests.handler.support import (
     DrivenRenewals,
     FakeClock,
@@ -40,11 +40,11 @@ from tests.handler.support import (
 from tests.handler.support import (
     settings as app_settings,
 )
-from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
     Fault,
     FaultyStore,
+    Servers,
     completed_work,
     deliver,
     log_entries,

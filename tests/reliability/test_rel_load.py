@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from tests.reliability.conftest import Servers
 from tests.reliability.faultjobs import LOAD_JOBS
 from tests.reliability.relsupport import (
+    Servers,
     completed_work,
     deliver,
     probe_key,

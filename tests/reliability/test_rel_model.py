@@ -41,16 +41,16 @@ from hypothesis.stateful import (
 )
 
 from localrun.emulator import FirestoreEmulator
-from runledger import app as app_module
-from runledger.app import App, Response
-from runledger.context import RunContext
+from runledger.delivery import app as app_module
+from runledger.delivery.app import App, Response
 from runledger.exceptions import TerminalJobError
-from runledger.firestore_store import FirestoreRunStore
-from runledger.lease import LeaseKeeper
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.memory_store import MemoryRunStore
-from runledger.record import FINAL_STATUSES, RunRecord, Status
-from runledger.store import RunStore
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.lease import LeaseKeeper
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from runledger.ledger.store import RunStore
+from runledger.sdk.context import RunContext
 from tests.handler.support import T0, DrivenRenewals, FakeClock, scheduler_headers, sequential_ids
 from tests.handler.support import settings as app_settings
 from tests.reliability.relsupport import Crash, Fault, FaultyStore, log_entries
@@ -320,7 +320,7 @@ class LedgerModel(RuleBasedStateMachine):
 
 
 def _key_of(app: App, headers: list[tuple[str, str]]) -> str:
-    from runledger.delivery import identify_run
+    from runledger.delivery.identify import identify_run
 
     return identify_run(headers, app.settings, app.jobs, T0 + timedelta(seconds=1)).key
 

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator
-from runledger.memory_store import MemoryRunStore
+from runledger.ledger.memory_store import MemoryRunStore
 from tests.handler.support import FakeClock, default_run_key, make_app, scheduler_headers
-from tests.reliability.conftest import Servers
 from tests.reliability.relsupport import (
     FaultyStore,
+    Servers,
     completed_work,
     count_docs,
     deliver,

@@ -25,16 +25,16 @@ from pathlib import Path
 import pytest
 
 from localrun.emulator import FirestoreEmulator, start_emulator
-from runledger.ledger import MAX_CLOCK_SKEW
-from runledger.record import Status
-from runledger.store import RunStore
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
+from runledger.ledger.store import RunStore
 from tests.handler.support import DrivenRenewals, FakeClock, make_app, scheduler_headers
-from tests.reliability.conftest import Servers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (
     Fault,
     FaultyStore,
     Reply,
+    Servers,
     completed_work,
     deliver,
     effects,

@@ -1,0 +1,58 @@
+"""The audit as a job the handler serves: claimed and deduplicated like any run.
+
+The stack's audit Scheduler job delivers under the audit's own job id
+(DEDUP_AUDIT_JOB); the audit then runs as that run's job, so two deliveries of
+one audit time audit once. It audits from the watermarks
+(`runledger.ledger.watermarks`): each settled run read once. Each catch-up goes
+through the handler's own claim (`catch_up`), as a delivery does, so a late
+Scheduler retry of that run and the audit cannot both run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from runledger.audit.report import log_report
+from runledger.audit.runner import Audit
+from runledger.audit.scheduler_state import Lister
+from runledger.ledger.machine import Ledger, RunIdentity
+from runledger.schedules import AuditSettings
+from runledger.sdk.context import RunContext
+from runledger.sdk.registry import JobFn
+
+
+def audit_job(
+    settings: AuditSettings,
+    *,
+    lease: timedelta,
+    ledger: Callable[[], Ledger],
+    catch_up: Callable[[RunIdentity], str],
+    live: Lister | None = None,
+) -> JobFn:
+    """The job that audits `settings.schedules` on the ledger `ledger()` returns.
+
+    `ledger` is called on each audit, so the store is connected on the first
+    delivery, as for any job; `catch_up` claims and runs one run and returns
+    its outcome. `live` lists the jobs' live state (None: Scheduler is not
+    asked, DEDUP_SCHEDULES says).
+    """
+
+    def run_audit(context: RunContext) -> None:
+        def caught_up(run: RunIdentity) -> str:
+            context.ensure_lease()  # an audit that lost its run stops catching up
+            return catch_up(run)
+
+        current = ledger()
+        audit = Audit(
+            settings,
+            lease=lease,
+            read=current.read_many,
+            clock=current.now,
+            catch_up=caught_up,
+            live=live,
+            marks=current.audit_marks(settings.project, settings.region),
+        )
+        log_report(audit.run(), job=settings.job)
+
+    return run_audit

@@ -1,0 +1,357 @@
+"""The audit: every scheduled time of every job, held against the ledger.
+
+It takes each job's schedule times in a look-back window from
+`runledger.audit.expected` (daylight saving included), computes each run's key
+exactly as a delivery would (`delivery.run_key`: project, region, job, time,
+"scheduled"), and reads those
+documents by key in batches. No query and no index: the only permission it
+needs is the `datastore.entities.get` the handler already has. Forced runs have
+keys of their own ("manual"), so they are never taken for expected runs.
+
+Only schedule times at or after the job's epoch count (`runledger.ledger.epochs`: when
+an audit first saw the job with its current schedule and time zone), so the
+look-back before a deploy, a new job or a schedule change is never reported
+nor caught up. A run is judged only once it has settled: its last possible
+attempt is over (schedule time + the job's retry window + the lease + clock
+skew). Then:
+
+    no record                        -> missed
+    in_progress, lease ran out       -> stale      (`ledger.may_take_over` says so)
+    failed                           -> failed
+    released (retryable failure)     -> released   (Scheduler's retries are over)
+    completed, or still running      -> nothing to report
+
+Before that, each job's live state comes from Cloud Scheduler, one listing per
+audit (`runledger.audit.scheduler_state`); where Scheduler cannot be read, from
+DEDUP_SCHEDULES, and the summary says so. Per job:
+
+    paused (live, or `paused` in DEDUP_SCHEDULES)
+                     -> its times since the pause (all, if Scheduler gives no
+                        time) are deliberately not run: listed in the summary,
+                        neither findings nor caught up
+    live schedule or time zone differs from DEDUP_SCHEDULES, or not in Scheduler
+                     -> one finding `drifted` for the job, its runs not judged
+    times cannot be listed (croniter fails)
+                     -> one finding `unauditable` for the job; the others are audited
+
+Two ways to run. The handler's audit (`audit.job`) goes from each job's
+watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
+document per job), the runs settled since, and the runs still open, so each
+settled run is read once and each finding logged once; findings still open are
+carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
+runs; the rest wait behind the watermark for the next audit. The operator CLI
+judges its whole window each time from the epochs alone: one epoch read per job
+and one document read per expected run (two for a wall time a daylight-saving
+change repeats), in batches of `BATCH` keys; `expected.MAX_READS` caps it, and a
+larger one is refused, before it reads or writes anything, with a message
+saying how many reads it would take.
+
+The core is pure: the clock, the record reader, the epochs and the catch-up
+runner are injected, so it runs the same in the handler (which records
+epochs), in the CLI (which only reads them) and in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from runledger.audit.expected import ExpectedRun, listed_runs
+from runledger.audit.findings import AuditFinding, AuditReport, Finding, PausedJob, judge
+from runledger.audit.scheduler_state import Lister, LiveJob
+from runledger.audit.walk import Walk, expired_count, listed_once, paused_at
+from runledger.delivery.identify import run_key
+from runledger.exceptions import SchedulerUnreadable
+from runledger.ledger.machine import RunIdentity
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
+from runledger.schedules import AuditSettings, JobSchedule
+
+# Keys per batch read: one BatchGetDocuments call each.
+BATCH = 300
+# Run documents the handler's audit reads at most, shared evenly by its jobs
+# (at least one run each); settled runs beyond a job's share wait, unjudged and
+# behind its watermark, for the next audit. 5,000 jobs every 5 minutes need 6
+# reads a job per 30-minute audit; their share is 10, so a backlog drains too.
+READ_BUDGET = 50_000
+
+# The findings the audit's catch-up redoes (a stale run through the takeover rule).
+_CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
+
+
+Reader = Callable[[Sequence[str]], Mapping[str, RunRecord]]
+# Each audited job's epoch at the audit's `now`; a job left out is judged over the whole window.
+Epochs = Callable[[Sequence[JobSchedule], datetime], Mapping[str, datetime]]
+
+
+class Audit:
+    """One pass over the schedules; `catch_up` (if given) runs a catch-up job's missed runs."""
+
+    def __init__(
+        self,
+        settings: AuditSettings,
+        *,
+        lease: timedelta,
+        read: Reader,
+        clock: Callable[[], datetime],
+        epochs: Epochs | None = None,
+        catch_up: Callable[[RunIdentity], str] | None = None,
+        live: Lister | None = None,
+        marks: LedgerMarks | None = None,
+    ) -> None:
+        """Exactly one of `epochs` (judge the whole look-back) and `marks` (from the watermarks)."""
+        if (epochs is None) == (marks is None):
+            raise TypeError("Audit takes exactly one of epochs and marks")
+        self._settings = settings
+        self._lease = lease
+        self._read = read
+        self._clock = clock
+        self._epochs = epochs
+        self._marks = marks
+        self._catch_up = catch_up
+        self._live = live
+
+    def identity(self, job: str, schedule_time: datetime) -> RunIdentity:
+        """The scheduled (not forced) run of `job` at `schedule_time`, keyed as its delivery is."""
+        project, region = self._settings.project, self._settings.region
+        key = run_key(job, schedule_time, project, region, manual=False)
+        return RunIdentity(key, job, schedule_time, project, region, manual=False)
+
+    def _live_jobs(self) -> tuple[Mapping[str, LiveJob] | None, str | None]:
+        """The live jobs by id, or None and why Scheduler was not read."""
+        if self._live is None:
+            return None, "no lister"
+        try:
+            return self._live(), None
+        except SchedulerUnreadable as exc:
+            return None, str(exc)
+
+    def run(self, lookback: timedelta | None = None, job: str | None = None) -> AuditReport:
+        now = self._clock()
+        start = now - (lookback or self._settings.lookback)
+        schedules = [s for s in self._settings.schedules if job is None or s.id == job]
+        live, unread = self._live_jobs() if schedules else (None, None)
+        findings: list[AuditFinding] = []
+        paused: list[PausedJob] = []
+        judged: list[JobSchedule] = []
+        for schedule in schedules:
+            drift = _drift(schedule, live)
+            if drift:
+                findings.append(_job_finding(schedule.id, Finding.DRIFTED, drift))
+                continue
+            state = None if live is None else live[schedule.id]
+            if schedule.paused if state is None else state.paused:
+                paused.append(PausedJob(schedule.id, None if state is None else state.since))
+            judged.append(schedule)
+        base = AuditReport(
+            window_start=start,
+            window_end=now,
+            jobs=len(schedules),
+            checked=0,
+            pending=0,
+            before_epoch=0,
+            reads=0,
+            findings=findings,
+            paused=tuple(paused),
+            scheduler_unread=unread,
+        )
+        if self._marks is not None:
+            return self._run_marked(self._marks, base, judged)
+        assert self._epochs is not None  # one of the two, checked on construction
+        listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
+        for job_id, reason in failures.items():
+            findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
+        epochs = self._epochs(judged, now) if judged else {}
+        runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
+        pauses = {item.job: item.since for item in paused}
+        held = [run for run in runs if paused_at(run, pauses)]
+        runs = [run for run in runs if not paused_at(run, pauses)]
+        settled = [run for run in runs if run.settles_at(self._lease) <= now]
+        keys = self._keys(settled)
+        records = self._read_all(list(keys.values()))
+        for run in settled:
+            present = _present(run, records, keys, now)
+            finding = judge(run, [record for _, record in present], now, self._lease)
+            if finding is not None:
+                when = present[0][0] if present else run.schedule_time
+                record = present[0][1] if present else None
+                findings.append(self._finding(run.job, when, finding, record, now))
+        return replace(
+            base,
+            checked=len(settled),
+            pending=len(runs) - len(settled),
+            before_epoch=len(listed) - len(runs) - len(held),
+            reads=len(judged) + len(keys),
+            paused_runs=len(held),
+        )
+
+    def _keys(self, runs: Sequence[ExpectedRun]) -> dict[tuple[str, datetime], str]:
+        """The run key of every instant of `runs`, by (job, instant)."""
+        return {
+            (run.job.id, instant): self.identity(run.job.id, instant).key
+            for run in runs
+            for instant in run.instants
+        }
+
+    def _read_all(self, wanted: Sequence[str]) -> dict[str, RunRecord]:
+        records: dict[str, RunRecord] = {}
+        for offset in range(0, len(wanted), BATCH):
+            records.update(self._read(wanted[offset : offset + BATCH]))
+        return records
+
+    def _run_marked(
+        self, marks: LedgerMarks, base: AuditReport, judged: Sequence[JobSchedule]
+    ) -> AuditReport:
+        """The handler's audit: from each job's watermark, each settled run judged once."""
+        now, start = base.window_end, base.window_start
+        states = marks.load(judged, now) if judged else {}
+        pauses = {item.job: item.since for item in base.paused}
+        per_job = max(READ_BUDGET // max(len(judged), 1), 1)
+        findings = list(base.findings)
+        walks: list[Walk] = []
+        expired = 0
+        listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]] = {}
+        for schedule in judged:
+            state = states[schedule.id]
+            judged_to = None if state.mark is None else state.mark.judged_to
+            begin = start if judged_to is None else max(start, judged_to)
+            try:
+                listed = listed_once(listings, schedule, begin, now)
+            except Exception as exc:  # croniter's errors have no common base
+                reason = f"{type(exc).__name__}: {exc}"
+                findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
+                continue
+            if judged_to is not None and judged_to < start:
+                expired += expired_count(schedule, judged_to, start, state.epoch)
+            kept = () if state.mark is None else state.mark.open
+            # An open run older than the look-back leaves it: shown until then, then dropped.
+            reopened = [run for run in kept if run.instants[-1] > start]
+            # Open runs are read again within the job's share too, oldest first; the
+            # rest stay open as last judged, shown in the summary, read by a later audit.
+            walk = Walk(schedule, state.epoch, judged_to, reopened[:per_job])
+            walk.carried = reopened[per_job:]
+            walk.advance(listed, pauses, now, self._lease, per_job)
+            walks.append(walk)
+        keys = self._keys(
+            [run for walk in walks for run in walk.new]
+            + [ExpectedRun(walk.job, run.instants) for walk in walks for run in walk.reopened]
+        )
+        records = self._read_all(list(keys.values()))
+        new_marks: dict[str, JobMark] = {}
+        reported: dict[str, list[AuditFinding]] = {}
+        still_open: dict[str, list[AuditFinding]] = {}
+        for walk in walks:
+            job = walk.job
+            keep: list[OpenRun] = []
+            looked = [(ExpectedRun(job, run.instants), run.finding) for run in walk.reopened]
+            looked += [(run, None) for run in walk.new]
+            for run, before in looked:
+                present = _present(run, records, keys, now)
+                found = [record for _, record in present]
+                finding = judge(run, found, now, self._lease)
+                if finding is None:
+                    if not any(record.status is Status.COMPLETED for record in found):
+                        keep.append(OpenRun(run.instants, None))  # a live lease: look again
+                    continue
+                keep.append(OpenRun(run.instants, finding.value))
+                when = present[0][0] if present else run.schedule_time
+                record = present[0][1] if present else None
+                if finding.value == before:  # reported by an earlier audit: shown, not logged
+                    identity = self.identity(job.id, when)
+                    item = AuditFinding(job.id, when, finding, identity.key, record)
+                    still_open.setdefault(job.id, []).append(item)
+                else:
+                    item = self._finding(job, when, finding, record, now)
+                    reported.setdefault(job.id, []).append(item)
+            for run in walk.carried:
+                keep.append(run)
+                if run.finding is not None:
+                    when = run.instants[0]
+                    identity = self.identity(job.id, when)
+                    item = AuditFinding(job.id, when, Finding(run.finding), identity.key, None)
+                    still_open.setdefault(job.id, []).append(item)
+            keep.sort(key=lambda run: run.instants)
+            mark = JobMark(
+                job.schedule,
+                job.time_zone,
+                walk.epoch,
+                walk.judged_to,
+                tuple(keep[-MAX_OPEN_PER_JOB:]),
+            )
+            old = states[job.id].mark
+            if mark != old:
+                new_marks[job.id] = mark
+        lost = marks.save(new_marks) if new_marks else set()
+        # What a concurrent audit judged first is its to report: drop this audit's view of it.
+        for job_id in lost:
+            reported.pop(job_id, None)
+            still_open.pop(job_id, None)
+        return replace(
+            base,
+            findings=findings + [item for items in reported.values() for item in items],
+            checked=sum(len(walk.new) + len(walk.reopened) for walk in walks),
+            pending=sum(walk.pending for walk in walks),
+            before_epoch=sum(walk.before_epoch for walk in walks),
+            reads=marks.reads + len(keys),
+            paused_runs=sum(walk.paused_runs for walk in walks),
+            open=tuple(item for items in still_open.values() for item in items),
+            deferred=sum(walk.deferred for walk in walks),
+            expired=expired,
+        )
+
+    def _finding(
+        self,
+        job: JobSchedule,
+        schedule_time: datetime,
+        finding: Finding,
+        record: RunRecord | None,
+        now: datetime,
+    ) -> AuditFinding:
+        identity = self.identity(job.id, schedule_time)
+        catch_up = None
+        if (
+            self._catch_up is not None
+            and job.catch_up
+            and finding in _CAUGHT_UP
+            and now - schedule_time <= job.catch_up_max_age
+        ):
+            catch_up = self._catch_up(identity)
+        return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
+
+
+def _present(
+    run: ExpectedRun,
+    records: Mapping[str, RunRecord],
+    keys: Mapping[tuple[str, datetime], str],
+    now: datetime,
+) -> list[tuple[datetime, RunRecord]]:
+    """The run's unexpired records, by the instant each was stamped with."""
+    return [
+        (instant, records[keys[run.job.id, instant]])
+        for instant in run.instants
+        if keys[run.job.id, instant] in records
+        # past expire_at a record is as good as absent (TTL deletion is lazy)
+        and not records[keys[run.job.id, instant]].is_expired(now)
+    ]
+
+
+def _drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
+    """How the job's live schedule differs from DEDUP_SCHEDULES; "" if it does not or is unknown."""
+    if live is None:
+        return ""
+    state = live.get(job.id)
+    if state is None:
+        return "not in Cloud Scheduler: no run of it will be sent"
+    deployed = (" ".join(job.schedule.split()), job.time_zone)
+    if (state.schedule, state.time_zone) == deployed:
+        return ""
+    return (
+        f"Cloud Scheduler has {state.schedule!r} in {state.time_zone}, DEDUP_SCHEDULES "
+        f"{deployed[0]!r} in {deployed[1]}: its runs are not judged until they agree "
+        "(edit the stack's config, or undo the edit, and deploy)"
+    )
+
+
+def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:
+    return AuditFinding(job, None, finding, None, None, detail=detail)

@@ -1,0 +1,99 @@
+"""The handler's audit walks each job from its watermark: which runs it reads, where it stops."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from runledger.audit.expected import ExpectedRun, schedule_times
+from runledger.ledger.watermarks import OpenRun
+from runledger.schedules import JobSchedule
+
+
+class Walk:
+    """One job's way from its watermark: the runs this audit reads and where it stops."""
+
+    def __init__(
+        self,
+        job: JobSchedule,
+        epoch: datetime,
+        judged_to: datetime | None,
+        reopened: list[OpenRun],
+    ) -> None:
+        self.job = job
+        self.epoch = epoch
+        self.judged_to = judged_to
+        self.reopened = reopened
+        self.new: list[ExpectedRun] = []
+        self.carried: list[OpenRun] = []  # open runs over the budget: kept unread
+        self.pending = self.before_epoch = self.paused_runs = self.deferred = 0
+
+    def advance(
+        self,
+        listed: Sequence[ExpectedRun],
+        pauses: Mapping[str, datetime | None],
+        now: datetime,
+        lease: timedelta,
+        budget: int,
+    ) -> None:
+        """Pass the settled runs in order, up to `budget` reads; the watermark ends at the last.
+
+        Times before the epoch and paused times are passed without a read. The
+        first run not yet settled, or over the budget, stops the watermark: it
+        and every later run are looked at again by the next audit.
+        """
+        left = budget - sum(len(run.instants) for run in self.reopened)
+        stopped = False
+        for run in listed:
+            before = run.schedule_time < self.epoch
+            held = not before and paused_at(run, pauses)
+            settled = run.settles_at(lease) <= now
+            needs = 0 if before or held else len(run.instants)
+            stopped = stopped or not settled or (needs > 0 and needs > max(left, 0))
+            if before:
+                self.before_epoch += 1
+            elif held:
+                self.paused_runs += 1
+            elif not settled:
+                self.pending += 1
+            elif stopped:
+                self.deferred += 1
+            else:
+                self.new.append(run)
+                left -= needs
+            if not stopped:
+                self.judged_to = run.instants[-1]
+
+
+def listed_once(
+    listings: dict[tuple[str, str, datetime], list[tuple[datetime, ...]]],
+    job: JobSchedule,
+    begin: datetime,
+    end: datetime,
+) -> list[ExpectedRun]:
+    """`job`'s times in (begin, end], listed once per schedule, zone and start in one audit.
+
+    Jobs on one cron line judged to one instant (the usual steady state) share
+    the listing, which is most of an audit's CPU otherwise.
+    """
+    key = (job.schedule, job.time_zone, begin)
+    if key not in listings:
+        listings[key] = [run.instants for run in schedule_times(job, begin, end)]
+    return [ExpectedRun(job, instants) for instants in listings[key]]
+
+
+def expired_count(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
+    """The job's times after its watermark that left the look-back before an audit judged them."""
+    try:
+        listed = schedule_times(job, judged_to, start)
+    except Exception:  # croniter's errors have no common base; the listing after says why
+        return 0
+    return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
+
+
+def paused_at(run: ExpectedRun, pauses: Mapping[str, datetime | None]) -> bool:
+    """Whether the run falls in its job's pause (a pause of unknown start covers the window)."""
+    if run.job.id not in pauses:
+        return False
+    since = pauses[run.job.id]
+    return since is None or run.instants[-1] >= since

@@ -1,0 +1,254 @@
+"""RunStore on Firestore: one document per run, fenced by `update_time` preconditions.
+
+`create()` is a single commit with an exists=false precondition and `update()`
+carries a last-update-time precondition (so do the run writes batched with a
+work item), so the common path costs one RPC per step and never takes a
+transaction lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
+
+from runledger.exceptions import (
+    RecordExists,
+    StorePermissionDenied,
+    StoreUnavailable,
+    StoreUnusable,
+    VersionConflict,
+)
+from runledger.facts import WORK_COLLECTION
+from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.watermarks import StoredShard
+from runledger.ledger.workitem import StoredItem, WorkItem
+
+if TYPE_CHECKING:
+    from google.cloud import firestore
+
+# One store call may take this long in all, retries included: well inside
+# Cloud Scheduler's minimum attempt deadline of 15 s, so an unreachable
+# Firestore becomes a 503 the Scheduler retries, not a timed-out delivery.
+CALL_DEADLINE_S = 8.0
+# The audit's epochs live at AUDIT_COLLECTION/<ledger collection>/EPOCH_COLLECTION/<key>:
+# outside the run collection (listings and queries of runs never see them), one
+# set per ledger collection, and in no collection group a TTL policy covers.
+AUDIT_COLLECTION = "runledger_audit"
+EPOCH_COLLECTION = "epochs"
+# The audit's watermark shards (`runledger.ledger.watermarks`), beside the epochs.
+WATERMARK_COLLECTION = "watermarks"
+_TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
+
+
+def _retry() -> gretry.Retry:
+    return gretry.Retry(
+        predicate=gretry.if_exception_type(*_TRANSIENT),
+        initial=0.1,
+        maximum=1.0,
+        timeout=CALL_DEADLINE_S,
+    )
+
+
+def _store_error(exc: gexc.GoogleAPICallError) -> StoreUnavailable:
+    """Name the two causes an operator must act on; every other error reads as an outage."""
+    if isinstance(exc, gexc.Forbidden):  # PermissionDenied (gRPC 7) is a Forbidden (HTTP 403)
+        return StorePermissionDenied(
+            f"Firestore denied the handler's account ({type(exc).__name__}: {exc.message}); "
+            "IAM grants can take minutes to apply after a deploy"
+        )
+    # A Datastore-mode database answers every Firestore API call with
+    # FAILED_PRECONDITION "The Cloud Firestore API is not available for Firestore
+    # in Datastore Mode database projects/P/databases/D" (older projects: "... for
+    # Cloud Datastore projects"), as reported in quarkiverse/quarkus-google-cloud-services#422
+    # and GoogleCloudPlatform/java-docs-samples#3436.
+    text = str(exc.message).lower()
+    if isinstance(exc, gexc.FailedPrecondition) and "firestore api is not available" in text:
+        return StoreUnusable(
+            "the Firestore database is in Datastore mode; the ledger needs a database "
+            f"in Firestore Native mode ({exc.message})"
+        )
+    return StoreUnavailable(f"Firestore error: {type(exc).__name__}: {exc.message}")
+
+
+@contextmanager
+def _unavailable_on_transport_errors() -> Iterator[None]:
+    try:
+        yield
+    except (RecordExists, VersionConflict):
+        raise
+    except (gexc.RetryError, *_TRANSIENT) as exc:
+        raise StoreUnavailable(f"Firestore unavailable: {type(exc).__name__}") from exc
+    except gexc.GoogleAPICallError as exc:
+        raise _store_error(exc) from exc
+
+
+class FirestoreRunStore:
+    def __init__(self, client: firestore.Client, collection: str) -> None:
+        self._client = client
+        self._collection = client.collection(collection)
+        audit = client.collection(AUDIT_COLLECTION).document(collection)
+        self._epochs = audit.collection(EPOCH_COLLECTION)
+        self._shards = audit.collection(WATERMARK_COLLECTION)
+
+    def get(self, key: str) -> Versioned | None:
+        with _unavailable_on_transport_errors():
+            snapshot = self._collection.document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
+        if not snapshot.exists:
+            return None
+        return Versioned(RunRecord.from_document(snapshot.to_dict()), snapshot.update_time)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The records among `keys` that exist, in one BatchGetDocuments call (the audit's read)."""
+        refs = [self._collection.document(key) for key in keys]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: RunRecord.from_document(snapshot.to_dict())
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create(self, key: str, record: RunRecord) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._collection.document(key).create(
+                    record.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._collection.document(key).update(
+                    dict(changes), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time
+
+    def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        if not item_ids:
+            return {}
+        work = self._collection.document(key).collection(WORK_COLLECTION)
+        refs = [work.document(item_id) for item_id in item_ids]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredItem(
+                WorkItem.from_document(snapshot.to_dict()), snapshot.update_time
+            )
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_item_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item: WorkItem
+    ) -> Any:
+        run_ref = self._collection.document(key)
+        batch = self._client.batch()
+        batch.update(
+            run_ref, dict(run_changes), option=self._client.write_option(last_update_time=version)
+        )
+        batch.create(run_ref.collection(WORK_COLLECTION).document(item.id), item.to_document())
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(f"{key}/{item.id}") from exc
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time
+
+    def delete_items_fenced(
+        self, key: str, version: Any, run_changes: Mapping[str, Any], item_ids: Sequence[str]
+    ) -> Any:
+        run_ref = self._collection.document(key)
+        batch = self._client.batch()
+        batch.update(
+            run_ref, dict(run_changes), option=self._client.write_option(last_update_time=version)
+        )
+        work = run_ref.collection(WORK_COLLECTION)
+        for item_id in item_ids:
+            batch.delete(work.document(item_id))
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time
+
+    def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
+        refs = [self._epochs.document(key) for key in keys]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredEpoch(
+                AuditEpoch.from_document(snapshot.to_dict()), snapshot.update_time
+            )
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._epochs.document(key).create(
+                    epoch.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
+        # update() with every field, guarded by the last update time read: a
+        # compare-and-set that, unlike set(), fails on a document deleted since.
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._epochs.document(key).update(
+                    epoch.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time
+
+    def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
+        refs = [self._shards.document(key) for key in keys]
+        with _unavailable_on_transport_errors():
+            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
+        return {
+            snapshot.id: StoredShard.from_document(snapshot.to_dict(), snapshot.update_time)
+            for snapshot in snapshots
+            if snapshot.exists
+        }
+
+    def create_shard(self, key: str, shard: StoredShard) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._shards.document(key).create(
+                    shard.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+        return result.update_time
+
+    def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
+        # As replace_epoch: every field, at the update time read; the one map
+        # field `jobs` is replaced whole, so a job's mark is never half-merged.
+        option = self._client.write_option(last_update_time=version)
+        with _unavailable_on_transport_errors():
+            try:
+                result = self._shards.document(key).update(
+                    shard.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
+                )
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return result.update_time

@@ -1,0 +1,376 @@
+"""The run ledger's state machine: claim a run, keep its lease, finish it once.
+
+    (absent | expired | released | lease ran out) --claim--> in_progress
+    in_progress --complete--> completed      (final)
+    in_progress --fail------> failed         (final)
+    in_progress --release---> released       (a retry may claim at once)
+    failed --operator release--> released    (`python -m runledger.ops release`)
+
+A claim is one atomic `create`; taking over an existing record is a
+compare-and-set on the version that was read. Every later write by the
+claimant is fenced by the version of its own last write, so an attempt
+whose lease was taken over can never touch the newer attempt's record.
+`Ledger` makes every one of these writes, the run's checkpoints and outputs
+included, so the takeover rule and the "still ours" test exist once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
+from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
+from runledger.ledger.store import RunStore, WorkStore
+from runledger.ledger.watermarks import AuditStore, LedgerMarks
+from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id
+
+# Instances' clocks may disagree by up to this much (Cloud Run hosts are
+# NTP-synchronised to well under a second). A lease is only taken over once it
+# has run out by this margin, so skew within the bound never yields two live
+# leases.
+MAX_CLOCK_SKEW = timedelta(seconds=2)
+# Rounds of read-then-write while other attempts keep changing the record.
+_CLAIM_ROUNDS = 5
+# A work item write refused only because our claim's version was behind our
+# own last write is tried once more at the version read back.
+_ITEM_WRITE_ROUNDS = 2
+_MAX_ERROR_CHARS = 1000
+
+
+def may_take_over(record: RunRecord, now: datetime) -> bool:
+    """The takeover rule: whether a new attempt may claim the run this record holds.
+
+    Past `expire_at` the record counts as absent; a final record stays final; a
+    released run is free at once; an in-progress one only once its lease ran out
+    by more than the clock skew, so skew within the bound never yields two live
+    leases.
+    """
+    if record.is_expired(now):
+        return True
+    if record.status in FINAL_STATUSES:
+        return False
+    return record.status is not Status.IN_PROGRESS or record.lease_expires + MAX_CLOCK_SKEW <= now
+
+
+class ReleaseRefused(Exception):
+    """An operator release the ledger will not write; the message says why, in one line."""
+
+
+def refuse_release(key: str, record: RunRecord, now: datetime) -> None:
+    """Raise ReleaseRefused unless an operator may give the run back: failed, not expired."""
+    if record.status is not Status.FAILED:
+        raise ReleaseRefused(f"run {key} is {record.status.value}, not failed: nothing to release")
+    if record.is_expired(now):
+        raise ReleaseRefused(f"run {key} is past its expire_at: a new delivery starts it afresh")
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What makes two deliveries the same run; `key` is its fixed-length hash."""
+
+    key: str
+    job: str
+    schedule_time: datetime
+    project: str
+    region: str
+    manual: bool
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Proof that this attempt holds the run, valid while `version` is current."""
+
+    identity: RunIdentity
+    attempt_id: str
+    version: Any
+    lease_expires: datetime
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """The run is done, failed or held by another attempt: do not run the work."""
+
+    status: Status
+    record: RunRecord
+
+
+ClaimResult = Claim | Duplicate
+
+
+def _fresh_record(
+    run: RunIdentity, attempt_id: str, now: datetime, lease_expires: datetime, expire_at: datetime
+) -> RunRecord:
+    """A first attempt's in_progress record; a takeover counts its attempts on from the old one."""
+    return RunRecord(
+        status=Status.IN_PROGRESS,
+        attempt_id=attempt_id,
+        lease_expires=lease_expires,
+        expire_at=expire_at,
+        job=run.job,
+        schedule_time=run.schedule_time,
+        project=run.project,
+        region=run.region,
+        manual=run.manual,
+        attempts=1,
+        claimed_at=now,
+    )
+
+
+def _claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
+    """The claim that `record`, this attempt's own write at `version`, proves."""
+    return Claim(run, record.attempt_id, version, record.lease_expires, record.attempts)
+
+
+def _finish_changes(status: Status, now: datetime, error: str | None) -> dict[str, Any]:
+    """The fields a final or released write sets; the error text trimmed to what a record keeps."""
+    return {
+        "status": status.value,
+        "finished_at": now,
+        "error": None if error is None else error[:_MAX_ERROR_CHARS],
+    }
+
+
+class Ledger:
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        lease: timedelta,
+        retention: timedelta,
+        clock: Callable[[], datetime],
+        new_attempt_id: Callable[[], str],
+        heartbeat: timedelta | None = None,
+    ) -> None:
+        self._store = store
+        # The longest one request can hold a run (covers the request timeout) ...
+        self.lease = lease
+        # ... and the lease a claim takes and each renewal grants (runledger.ledger.lease).
+        self.claim_lease = lease if heartbeat is None else heartbeat
+        self.retention = retention
+        self._clock = clock
+        self._new_attempt_id = new_attempt_id
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def read(self, key: str) -> RunRecord | None:
+        """The run's record as stored, for callers that only look at it."""
+        found = self._store.get(key)
+        return found.record if found else None
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
+        """The records among `keys` that exist, in one round trip (the audit's read)."""
+        return self._store.get_many(keys)
+
+    def audit_marks(self, project: str, region: str) -> LedgerMarks:
+        """The audit's watermarks (`ledger.watermarks`), for one audit to load and save."""
+        if not isinstance(self._store, AuditStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep audit watermarks")
+        return LedgerMarks(self._store, project, region)
+
+    def expire_at(self, schedule_time: datetime) -> datetime:
+        """When a run's record, and everything kept with it, may be deleted by TTL."""
+        return schedule_time + self.retention
+
+    def claim(self, run: RunIdentity) -> ClaimResult:
+        """Claim the run for a new attempt, or say why not (a Duplicate).
+
+        A claim write whose answer was lost may have landed: before the
+        StoreUnavailable goes up, this attempt gives its claim up if it did
+        (`_give_up`), so the run is not blocked for a whole lease by an attempt
+        that will never run the job.
+        """
+        attempt_id = self._new_attempt_id()
+        try:
+            return self._claim(run, attempt_id)
+        except StoreUnavailable as exc:
+            if type(exc) is not StoreUnavailable:
+                raise  # denied or unusable: the write did not happen
+            raise StoreUnavailable(f"{exc}; {self._give_up(run, attempt_id)}") from exc
+
+    def _give_up(self, run: RunIdentity, attempt_id: str) -> str:
+        """End this attempt's lease now if its claim landed; say what was done, for the log.
+
+        The lease is ended rather than the run released, so the takeover rule
+        stays the one of any ended lease (after the clock-skew margin). Fenced by
+        the version read: a newer attempt's record is never touched.
+        """
+        try:
+            current = self._store.get(run.key)
+            if current is None or (current.record.attempt_id, current.record.status) != (
+                attempt_id,
+                Status.IN_PROGRESS,
+            ):
+                return "the claim did not land"
+            self._store.update(run.key, {"lease_expires": self._clock()}, current.version)
+        except (StoreUnavailable, VersionConflict):
+            return (
+                f"the claim may have landed and could not be given up: it blocks the run "
+                f"for at most {int(self.claim_lease.total_seconds())} s"
+            )
+        return "the claim had landed and was given up"
+
+    def _claim(self, run: RunIdentity, attempt_id: str) -> ClaimResult:
+        for _ in range(_CLAIM_ROUNDS):
+            now = self._clock()
+            lease_expires, expire_at = self._lease_ends(now), self.expire_at(run.schedule_time)
+            fresh = _fresh_record(run, attempt_id, now, lease_expires, expire_at)
+            try:
+                version = self._store.create(run.key, fresh)
+            except RecordExists:
+                pass
+            else:
+                return _claim_of(run, fresh, version)
+            current = self._store.get(run.key)
+            if current is None:
+                continue  # deleted since our create; create again
+            existing = current.record
+            if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
+                return _claim_of(run, existing, current.version)
+            if not may_take_over(existing, now):
+                return Duplicate(existing.status, existing)
+            if not existing.is_expired(now):
+                fresh = replace(fresh, attempts=existing.attempts + 1)
+            try:
+                version = self._store.update(run.key, fresh.to_document(), current.version)
+            except VersionConflict:
+                continue  # another attempt moved first; look again
+            return _claim_of(run, fresh, version)
+        raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims")
+
+    def renew(self, claim: Claim) -> Claim:
+        lease_expires = self._lease_ends(self._clock())
+        version = self._fenced(claim, {"lease_expires": lease_expires})
+        return replace(claim, version=version, lease_expires=lease_expires)
+
+    def resync(self, claim: Claim) -> Claim:
+        """Adopt the run's current version after a fenced write whose answer was lost.
+
+        Only this attempt writes a record that carries its attempt_id, and while
+        it is in_progress only our own renewals change it: such a record is still
+        ours, and a lost-answer renewal that landed merely moved its version.
+        """
+        current = self._store.get(claim.identity.key)
+        if current is None or (current.record.attempt_id, current.record.status) != (
+            claim.attempt_id,
+            Status.IN_PROGRESS,
+        ):
+            raise LeaseLost(f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}")
+        return replace(claim, version=current.version, lease_expires=current.record.lease_expires)
+
+    def complete(self, claim: Claim) -> None:
+        self._finish(claim, Status.COMPLETED, error=None)
+
+    def release(self, claim: Claim, error: str) -> None:
+        """Give a run back after a retryable failure so the next delivery claims it at once."""
+        self._finish(claim, Status.RELEASED, error=error)
+
+    def fail(self, claim: Claim, error: str) -> None:
+        self._finish(claim, Status.FAILED, error=error)
+
+    # -- the run's checkpoints and outputs (see runledger.sdk.work) -------------
+
+    def items(self, run_key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
+        """The run's work items among `item_ids` that exist, by id, in one round trip."""
+        return self._work_store().get_items(run_key, item_ids)
+
+    def write_item(self, claim: Claim, item: WorkItem) -> tuple[Claim, StoredItem]:
+        """Create `item` in one commit with a renewal fenced by `claim`; the first value wins.
+
+        Returns the claim after the write and what the store holds under the
+        item's id: this item, or the one an earlier attempt wrote first.
+        """
+        store = self._work_store()
+        key = claim.identity.key
+        for _ in range(_ITEM_WRITE_ROUNDS):
+            lease_expires = self._lease_ends(self._clock())
+            try:
+                version = store.create_item_fenced(
+                    key, claim.version, {"lease_expires": lease_expires}, item
+                )
+            except (RecordExists, VersionConflict, StoreUnavailable) as exc:
+                claim, found = self._settle_item(claim, item, exc)
+                if found is not None:
+                    return claim, found
+                continue  # the run is ours at the version just read; the item is absent
+            return replace(claim, version=version, lease_expires=lease_expires), StoredItem(
+                item, version
+            )
+        raise StoreUnavailable(f"writing {item.id} of run {key} kept failing")
+
+    def _settle_item(
+        self, claim: Claim, item: WorkItem, error: Exception
+    ) -> tuple[Claim, StoredItem | None]:
+        """Work out what a refused or unanswered item write left behind, from the store itself.
+
+        If the run is still ours (see `resync`), adopt its version: the item
+        found, if any, is ours (landed, answer lost) or an earlier attempt's.
+        """
+        key = claim.identity.key
+        try:
+            found = self._work_store().get_items(key, [item.id]).get(item.id)
+            adopted = self.resync(claim)
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(f"writing {item.id} of run {key}: outcome unknown") from exc
+        except LeaseLost as exc:
+            raise LeaseLost(f"{exc}; {item.id} not written") from error
+        return adopted, found
+
+    def _work_store(self) -> WorkStore:
+        if not isinstance(self._store, WorkStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
+        return self._store
+
+    # -- the operator's release of a dead letter ----------------------------
+
+    def release_failed(
+        self, key: str, seen: Versioned, released_by: str, clear_checkpoints: Sequence[str]
+    ) -> None:
+        """Put a failed run back to `released` if it is still exactly as `seen`.
+
+        Its next delivery claims it at once and redoes it. The named checkpoints
+        are deleted in the same commit, so every one of those stages is redone.
+        """
+        refuse_release(key, seen.record, self._clock())
+        changes = {
+            "status": Status.RELEASED.value,
+            "released_at": self._clock(),
+            "released_by": released_by,
+        }
+        try:
+            if clear_checkpoints:
+                ids = [item_id(WorkKind.CHECKPOINT, name) for name in clear_checkpoints]
+                self._work_store().delete_items_fenced(key, seen.version, changes, ids)
+            else:
+                self._store.update(key, changes, seen.version)
+        except VersionConflict as exc:
+            raise ReleaseRefused(
+                f"run {key} changed since it was read; nothing released (look again)"
+            ) from exc
+
+    def _finish(self, claim: Claim, status: Status, error: str | None) -> None:
+        try:
+            self._fenced(claim, _finish_changes(status, self._clock(), error))
+        except LeaseLost:
+            current = self._store.get(claim.identity.key)
+            landed = current is not None and (
+                current.record.attempt_id == claim.attempt_id and current.record.status is status
+            )
+            if not landed:  # otherwise our write landed and only its answer was lost
+                raise
+
+    def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Any:
+        try:
+            return self._store.update(claim.identity.key, changes, claim.version)
+        except VersionConflict as exc:
+            raise LeaseLost(
+                f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}"
+            ) from exc
+
+    def _lease_ends(self, now: datetime) -> datetime:
+        """Where a lease taken or renewed at `now` ends."""
+        return now + self.claim_lease

@@ -1,0 +1,57 @@
+"""The ledger document for one scheduled run.
+
+Field names are a stable contract: operators query them, the TTL policy
+targets `expire_at`, and other tools read the same documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from runledger.ledger.document import Document
+
+
+class Status(StrEnum):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    # A retryable failure gave the run back; the next delivery may claim it at once.
+    RELEASED = "released"
+
+
+FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED})
+
+
+@dataclass(frozen=True)
+class RunRecord(Document):
+    ENUM_FIELDS: ClassVar[Mapping[str, type[StrEnum]]] = {"status": Status}
+
+    status: Status
+    attempt_id: str
+    lease_expires: datetime
+    expire_at: datetime
+    job: str
+    schedule_time: datetime
+    project: str
+    region: str
+    manual: bool
+    attempts: int
+    claimed_at: datetime
+    finished_at: datetime | None = None
+    error: str | None = None
+
+    def is_expired(self, now: datetime) -> bool:
+        """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""
+        return self.expire_at <= now
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A record with the store's version of it, the token fenced writes compare."""
+
+    record: RunRecord
+    version: Any

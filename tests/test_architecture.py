@@ -1,0 +1,199 @@
+"""The house rules a newcomer relies on, checked on the source itself.
+
+- No import loop among the modules of each deployable part (handler/, infra/,
+  offline/, policies/): every import counts, at module level, inside a
+  function or under TYPE_CHECKING, since each is a dependency a reader follows.
+- No module over MAX_LINES lines in those parts.
+- Each contract name (every DEDUP_* variable, every HTTP header the code
+  names) is spelled as a string literal at most once outside the tests, so it
+  has one home its readers and writers import. The policy pack ships without
+  the handler and keeps its own copy (`PACK_COPIES`); that copy is held to the
+  handler's names here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runledger import config, facts, schedules
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 400
+# Each part, and the folder its top-level modules import from (a file's module
+# name is its path below that folder).
+PARTS = {
+    "handler": ROOT / "handler",
+    "infra": ROOT / "infra",
+    "offline": ROOT,
+    "policies": ROOT / "policies",
+}
+# The policy pack's tested copies of the handler's contract: it installs with only
+# the Pulumi SDKs, so it cannot import runledger (tests/test_shared_facts.py holds
+# facts.py byte-identical; test_the_pack_reads_only_variables_the_handler_reads
+# below holds the others to the handler's names).
+PACK_COPIES = (
+    "policies/dedup_policies/caller_rules.py",
+    "policies/dedup_policies/facts.py",
+    "policies/dedup_policies/handler_settings.py",
+    "policies/dedup_policies/stack_rules.py",
+)
+DEDUP_NAME = re.compile(r"DEDUP_[A-Z0-9]+(?:_[A-Z0-9]+)*")
+HEADER_NAME = re.compile(r"X-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+")
+
+
+def _sources(folder: Path) -> Iterator[Path]:
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if not any(part.startswith(".") or part == "__pycache__" for part in parts):
+            yield path
+
+
+def _part_files(part: str) -> Iterator[Path]:
+    folder = ROOT / part
+    yield from _sources(folder)
+
+
+def _module_name(path: Path, base: Path) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> Iterator[str]:
+    """The modules of `modules` that `tree` imports, wherever the import statement stands.
+
+    `from pkg import name` imports the module pkg.name if there is one, else pkg.
+    """
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    yield f"{base}.{alias.name}"
+                elif base in modules:
+                    yield base
+
+
+def import_graph(part: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same part it imports."""
+    base = PARTS[part]
+    files = {_module_name(path, base): path for path in _part_files(part)}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        imported = _imported(tree, module, path.name == "__init__.py", set(files))
+        graph[module] = set(imported) - {module}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import loop as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_reports_a_loop_and_passes_a_tree() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_a_from_import_of_a_module_counts_as_importing_that_module() -> None:
+    graph = import_graph("handler")
+    assert "runledger.facts" in graph["runledger.config"]  # `from runledger import facts`
+    assert "runledger.delivery.app" in graph["main"]
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_no_import_loop(part: str) -> None:
+    cycle = find_cycle(import_graph(part))
+    assert cycle is None, f"{part}/ has an import loop: {' -> '.join(cycle or ())}"
+
+
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_no_module_over_the_line_limit(part: str) -> None:
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in _part_files(part)
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"modules over {MAX_LINES} lines in {part}/"
+
+
+def _literals(pattern: re.Pattern[str]) -> dict[str, list[str]]:
+    """Each string literal of non-test code that is a name `pattern` matches, and where."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in _sources(ROOT):
+        where = path.relative_to(ROOT).as_posix()
+        if where.startswith("tests/") or where in PACK_COPIES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=where)):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and pattern.fullmatch(node.value)
+            ):
+                found[node.value.lower() if pattern is HEADER_NAME else node.value].append(
+                    f"{where}:{node.lineno}"
+                )
+    return found
+
+
+def test_every_dedup_variable_is_spelled_once_outside_the_tests() -> None:
+    found = _literals(DEDUP_NAME)
+    assert set(found) >= {config.LEASE_ENV, schedules.VARIABLE}  # the scan sees the readers
+    assert {name: places for name, places in found.items() if len(places) > 1} == {}
+
+
+def test_every_header_name_is_spelled_once_outside_the_tests() -> None:
+    found = _literals(HEADER_NAME)
+    named = {facts.JOB_HEADER, facts.SCHEDULE_HEADER}
+    named |= {facts.DEFAULT_PROJECT_HEADER, facts.DEFAULT_REGION_HEADER}
+    assert {name.lower() for name in named} <= set(found)
+    assert {name: places for name, places in found.items() if len(places) > 1} == {}
+
+
+def test_the_pack_reads_only_variables_the_handler_reads() -> None:
+    handler = {
+        value
+        for name, value in vars(config).items()
+        if name.endswith("_ENV") and isinstance(value, str)
+    }
+    handler |= {schedules.VARIABLE, schedules.LOOKBACK_VARIABLE, schedules.AUDIT_JOB_VARIABLE}
+    pack: set[str] = set()
+    for copy in PACK_COPIES:
+        text = (ROOT / copy).read_text()
+        pack |= set(DEDUP_NAME.findall(text))
+    # stack_rules builds two families of names from their common stem.
+    pack -= {"DEDUP_ALLOWED"}
+    assert pack <= handler
