@@ -11,7 +11,7 @@ per concern, each taking its inputs explicitly:
   and grants, the Cloud Run function, and who may invoke it;
 * `ScheduledJobs` (`jobs.py`): the Scheduler jobs (with the audit's) and their proxy
   targets' grants;
-* `RunMonitoring` (`monitoring.py`, one `monitoring_*.py` per signal): log-based metrics,
+* `RunMonitoring` (`monitoring/`: metrics, alerts, channels, dashboard): log-based metrics,
   alert policies and notification channels, and a dashboard.
 
 Security model, each grant on the narrowest resource that works:
@@ -40,7 +40,7 @@ from dedup_schedule.config import ScheduleConfig
 from dedup_schedule.handler_service import HandlerService, HandlerServiceArgs
 from dedup_schedule.jobs import ScheduledJobs, ScheduledJobsArgs
 from dedup_schedule.ledger import RunLedger, RunLedgerArgs
-from dedup_schedule.monitoring import RunMonitoring, RunMonitoringArgs
+from dedup_schedule.monitoring.component import RunMonitoring, RunMonitoringArgs
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import enable_apis, service_account
 

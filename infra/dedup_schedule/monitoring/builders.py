@@ -1,15 +1,14 @@
 """What every part of `RunMonitoring` builds with: filters, metrics, conditions, policies.
 
-The signal modules (`monitoring_runs`, `monitoring_findings`, `monitoring_audit`) and
-the dashboard (`monitoring_dashboard`) each take a `MonitoringScope`, so every
-resource they create gets the same project, names, parent, API dependencies and
-notification channels without reaching into the component's state.
+The metrics (`monitoring.metrics`), the alert policies (`monitoring.alerts`), the
+notification channels (`monitoring.channels`) and the dashboard (`monitoring.dashboard`)
+each take a `MonitoringScope`, so every resource they create gets the same project,
+names, parent, API dependencies and notification channels without reaching into the
+component's state.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,47 +99,6 @@ def _labels(*keys: str) -> list[gcp.logging.MetricMetricDescriptorLabelArgs]:
     return [
         gcp.logging.MetricMetricDescriptorLabelArgs(key=key, value_type="STRING") for key in keys
     ]
-
-
-# --- notification channels --------------------------------------------------------------
-
-
-def notification_channels(scope: MonitoringScope) -> tuple[pulumi.Input[str], ...]:
-    """The configured channel ids, and one e-mail channel per configured address."""
-    config, placement = scope.config, scope.placement
-    channels: list[pulumi.Input[str]] = list(config.alerts.notification_channels)
-    slugs = [_email_slug(email) for email in config.alerts.emails]
-    for email, slug in zip(config.alerts.emails, slugs, strict=True):
-        # The readable part alone maps a.b@x.com and a-b@x.com to one name; the hash of
-        # the exact address keeps distinct addresses apart. A channel named by the slug
-        # alone before keeps its resource through the alias, unless its slug is shared.
-        old_name = placement.name(f"alert-email-{slug}")
-        channel = gcp.monitoring.NotificationChannel(
-            placement.name(f"alert-email-{slug}-{_digest(email)}"),
-            gcp.monitoring.NotificationChannelArgs(
-                project=config.project,
-                type="email",
-                display_name=f"{placement.prefix} alerts: {email}",
-                labels={"email_address": email},
-            ),
-            opts=pulumi.ResourceOptions.merge(
-                scope.opts(),
-                pulumi.ResourceOptions(
-                    aliases=[pulumi.Alias(name=old_name)] if slugs.count(slug) == 1 else []
-                ),
-            ),
-        )
-        channels.append(channel.name)
-    return tuple(channels)
-
-
-def _email_slug(email: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", email.lower())
-
-
-def _digest(text: str) -> str:
-    """Ten hex digits of the SHA-256 of `text`: distinct for distinct configured values."""
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 # --- metrics ----------------------------------------------------------------------------
