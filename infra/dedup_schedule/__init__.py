@@ -1,6 +1,6 @@
 """A reusable deduplicated Cloud Scheduler schedule.
 
-The config (`config`: the model, `config_reader`: `parse_config`) is pure Python,
+The config (`config.model`: the model, `config.parser`: `parse_config`) is pure Python,
 with no Pulumi import, and shared with the offline tools. `component` holds the
 `DedupSchedule` ComponentResource, composed of the child components in `ledger`,
 `handler_service` and `jobs`; Pulumi programs import it explicitly, so importing

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pulumi
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.handler_service import HandlerService, HandlerServiceArgs
 from dedup_schedule.jobs import ScheduledJobs, ScheduledJobsArgs
 from dedup_schedule.ledger import RunLedger, RunLedgerArgs
@@ -49,7 +49,7 @@ from dedup_schedule.project_setup import enable_apis, service_account
 class DedupScheduleArgs:
     """Inputs of `DedupSchedule`.
 
-    config: the validated stack config (see `dedup_schedule.config_reader.parse_config`).
+    config: the validated stack config (see `dedup_schedule.config.parser.parse_config`).
     handler_dir: the handler's source directory on disk, packaged on every run.
     """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import service_account
 from dedup_schedule.propagation import wait_for_grants

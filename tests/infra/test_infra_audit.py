@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from dedup_schedule.config import ConfigError
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ConfigError
+from dedup_schedule.config.parser import parse_config
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from runledger import facts
 from runledger.audit import AuditReport, Finding, log_report

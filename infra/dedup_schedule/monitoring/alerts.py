@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.monitoring.builders import (
     MonitoringScope,
     condition,

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.placement import Placement
 
 LOG_METRIC_PREFIX = "logging.googleapis.com/user/"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.monitoring.alerts import create_alert_policies
 from dedup_schedule.monitoring.builders import MonitoringScope, handler_lines, wait_for_metrics
 from dedup_schedule.monitoring.channels import notification_channels

@@ -1,6 +1,6 @@
-"""The audit's part of the stack config: per-job catch-up, the `audit` and `alerts` settings.
+"""The audit's part of the stack config: the `audit` and `alerts` settings, and their checks.
 
-`config_reader.parse_config` calls these; every error is a `ConfigError` naming the
+`parser.parse_config` calls these; every error is a `ConfigError` naming the
 full key. The checks mirror what the handler refuses at start-up
 (`runledger.schedules.audit_settings`), so a stack the program accepts never
 deploys a handler that cannot start, and add the ones only the stack can make:
@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import re
 
-from dedup_schedule.config import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
-from dedup_schedule.config_values import ConfigValues
-from runledger import facts, schedules
+from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
+from dedup_schedule.config.values import ConfigValues
+from runledger import facts
 from runledger.ledger import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
@@ -25,14 +25,6 @@ ALERTS_KEYS = frozenset({"notificationChannels", "emails"})
 MAX_ABSENCE_S = 23 * 3600 + 1800
 _CHANNEL = re.compile(r"projects/[a-z0-9-]+/notificationChannels/[0-9]+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-
-
-def parse_catch_up(job: ConfigValues) -> tuple[bool, int]:
-    """A job's `catchUp` (default false) and `catchUpMaxAge` (default 1 hour)."""
-    max_age = job.duration("catchUpMaxAge", int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds()))
-    if max_age < 1:
-        raise ConfigError(f"{job.key('catchUpMaxAge')}: must be at least 1s")
-    return job.boolean("catchUp", False), max_age
 
 
 def parse_audit(reader: ConfigValues) -> AuditConfig:

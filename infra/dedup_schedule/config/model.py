@@ -1,6 +1,6 @@
 """The schedule a stack describes, validated: plain dataclasses and the values derived from them.
 
-`dedup_schedule.config_reader.parse_config` builds a `ScheduleConfig` from a stack's
+`dedup_schedule.config.parser.parse_config` builds a `ScheduleConfig` from a stack's
 config map, whether the Pulumi program read it through `pulumi.Config` or the
 offline tools from a `Pulumi.<stack>.yaml` on disk (`offline.stack_file`). The
 Pulumi program, the offline plan and the local demo all use this one model, so the
