@@ -299,7 +299,7 @@ def _function(
                 # Cloud Scheduler (with Cloud Tasks, Eventarc, Pub/Sub, Workflows and
                 # BigQuery) as internal on two conditions: it is in the same project or
                 # VPC Service Controls perimeter, and it calls the service's default
-                # run.app URL, not a custom domain. The jobs (jobs.py) are in this project
+                # run.app URL, not a custom domain. The jobs (scheduler_jobs.py) are in this project
                 # and call `service_config.uri`, the run.app URL; the internet cannot
                 # reach the service at all. IAM (run.invoker) and the handler's invoker
                 # check still apply on top.
