@@ -9,6 +9,7 @@ component's state.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,9 @@ MISSING_DATA = "EVALUATION_MISSING_DATA_INACTIVE"
 # (API reference; default 7 days). 30 minutes: short enough that the next failed run
 # of an hourly job pages again even if missing-data evaluation left an incident open.
 AUTO_CLOSE = "1800s"
+# The on-call page, from the repository root: one section per alert policy, headed
+# "Alert: <the policy's title>", so its anchor is that heading's GitHub slug.
+RUNBOOK = "docs/runbook.md"
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,20 @@ def threshold_alert(
     )
 
 
+def runbook_link(title: str) -> str:
+    """The Markdown link to the runbook's section on the alert policy titled `title`.
+
+    Cloud Monitoring renders `documentation.content` of mime type text/markdown with a
+    subset of Markdown that includes "Links, indicated by [link text](url) syntax"
+    ("Annotate notifications with user-defined documentation", Using Markdown), in
+    e-mail ("Policy Documentation"), PagerDuty, Pub/Sub, Slack and webhooks. The URL is
+    the path in the repository that deploys the stack; the link text says it too, for
+    a notification that cannot resolve a relative link.
+    """
+    section = f"{RUNBOOK}#alert-{re.sub(r'[^a-z0-9]+', '-', title.lower()).strip('-')}"
+    return f"Runbook: [{section}]({section})"
+
+
 def policy(
     scope: MonitoringScope,
     suffix: str,
@@ -258,7 +276,8 @@ def policy(
     """An alert policy met by any of `conditions`, notifying the scope's channels.
 
     It is created after `scope.metrics_ready`, so the metrics its filters name exist
-    in Cloud Monitoring by then. auto_close: how long an incident stays open without
+    in Cloud Monitoring by then. Its documentation ends with the link to its runbook
+    section (`runbook_link`). auto_close: how long an incident stays open without
     data (None: Cloud Monitoring's default).
     """
     if scope.metrics_ready is None:
@@ -273,7 +292,7 @@ def policy(
             conditions=conditions,
             severity=severity,
             documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
-                content=documentation, mime_type="text/markdown"
+                content=f"{documentation}\n\n{runbook_link(title)}", mime_type="text/markdown"
             ),
             notification_channels=list(scope.channels) or None,
             alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close=auto_close)
