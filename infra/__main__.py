@@ -12,10 +12,10 @@ from typing import Any
 import pulumi
 
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
-from dedup_schedule.config import ConfigError
-from dedup_schedule.config_capacity import capacity
-from dedup_schedule.config_reader import parse_config
-from dedup_schedule.handler_jobs import check_handler_jobs
+from dedup_schedule.config.capacity import capacity
+from dedup_schedule.config.model import ConfigError
+from dedup_schedule.config.parser import parse_config
+from dedup_schedule.job_ids import check_handler_jobs
 from dedup_schedule.source import HandlerSourceError
 
 

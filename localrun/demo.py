@@ -95,7 +95,7 @@ from localrun.simulator import (
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 if TYPE_CHECKING:
-    from dedup_schedule.config import ScheduleConfig
+    from dedup_schedule.config.model import ScheduleConfig
     from localrun.emulator import FirestoreEmulator
 
 # Scheduled runs are released one every PACE_S seconds, in schedule order.

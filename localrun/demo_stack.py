@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dedup_schedule.config import ConfigError, ScheduleConfig
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ConfigError, ScheduleConfig
+from dedup_schedule.config.parser import parse_config
 from localrun.demo_plan import EVENTS_ENV, OUTAGE_OVER_ENV, OWN_JOBS_ENV, PLAN_ENV
 from localrun.simulator import RunPlan, SimJob
 from offline.stack_file import (

@@ -1,8 +1,9 @@
 """A reusable deduplicated Cloud Scheduler schedule.
 
-The config (`config`: the model, `config_reader`: `parse_config`) is pure Python,
+The config (`config.model`: the model, `config.parser`: `parse_config`) is pure Python,
 with no Pulumi import, and shared with the offline tools. `component` holds the
 `DedupSchedule` ComponentResource, composed of the child components in `ledger`,
-`handler_service` and `jobs`; Pulumi programs import it explicitly, so importing
-the package stays cheap.
+`handler_service`, `scheduler_jobs` and `monitoring`; `job_ids` is the plan-time check
+that the handler defines every scheduled job id. Pulumi programs import them
+explicitly, so importing the package stays cheap.
 """

@@ -9,9 +9,9 @@ per concern, each taking its inputs explicitly:
 * `RunLedger` (`ledger.py`): the Firestore database, TTL policies, ledger role and grant;
 * `HandlerService` (`handler_service.py`): source, image repository, build account
   and grants, the Cloud Run function, and who may invoke it;
-* `ScheduledJobs` (`jobs.py`): the Scheduler jobs (with the audit's) and their proxy
+* `ScheduledJobs` (`scheduler_jobs.py`): the Scheduler jobs (with the audit's) and their proxy
   targets' grants;
-* `RunMonitoring` (`monitoring.py`, one `monitoring_*.py` per signal): log-based metrics,
+* `RunMonitoring` (`monitoring/`: metrics, alerts, channels, dashboard): log-based metrics,
   alert policies and notification channels, and a dashboard.
 
 Security model, each grant on the narrowest resource that works:
@@ -36,20 +36,20 @@ from pathlib import Path
 
 import pulumi
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.handler_service import HandlerService, HandlerServiceArgs
-from dedup_schedule.jobs import ScheduledJobs, ScheduledJobsArgs
 from dedup_schedule.ledger import RunLedger, RunLedgerArgs
-from dedup_schedule.monitoring import RunMonitoring, RunMonitoringArgs
+from dedup_schedule.monitoring.component import RunMonitoring, RunMonitoringArgs
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import enable_apis, service_account
+from dedup_schedule.scheduler_jobs import ScheduledJobs, ScheduledJobsArgs
 
 
 @dataclass(frozen=True)
 class DedupScheduleArgs:
     """Inputs of `DedupSchedule`.
 
-    config: the validated stack config (see `dedup_schedule.config_reader.parse_config`).
+    config: the validated stack config (see `dedup_schedule.config.parser.parse_config`).
     handler_dir: the handler's source directory on disk, packaged on every run.
     """
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import service_account
 from dedup_schedule.propagation import wait_for_grants
@@ -300,7 +300,7 @@ def _function(
                 # Cloud Scheduler (with Cloud Tasks, Eventarc, Pub/Sub, Workflows and
                 # BigQuery) as internal on two conditions: it is in the same project or
                 # VPC Service Controls perimeter, and it calls the service's default
-                # run.app URL, not a custom domain. The jobs (jobs.py) are in this project
+                # run.app URL, not a custom domain. The jobs (scheduler_jobs.py) are in this project
                 # and call `service_config.uri`, the run.app URL; the internet cannot
                 # reach the service at all. IAM (run.invoker) and the handler's invoker
                 # check still apply on top.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import DatabaseConfig
+from dedup_schedule.config.model import DatabaseConfig
 from dedup_schedule.placement import Placement
 from runledger import facts
 

@@ -26,6 +26,15 @@ class Placement:
     prefix: the schedule's name prefix; every resource name is `<prefix>-<suffix>`.
     apis: the API enablements each resource waits for.
     moved_from: the `DedupSchedule` whose direct children these resources used to be.
+
+    The alias is temporary. Pulumi's "Refactoring with aliases" (Removing aliases after
+    migration): an alias is only load-bearing while a stack's state still holds the old
+    URN; once every stack of the project has run `pulumi up` (or `pulumi refresh`) with
+    the alias in place, the new URN is in state and the alias does nothing. Remove
+    `moved_from` (and `Alias(parent=...)` in `opts`) once every stack deployed from a
+    version before the split into child components has been updated by this program:
+    `pulumi preview` on each shows these resources as `same`, and again without the
+    alias shows no replacement. A stack first deployed after the split never needs it.
     """
 
     prefix: str

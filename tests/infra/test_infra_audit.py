@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from dedup_schedule.config import ConfigError
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ConfigError
+from dedup_schedule.config.parser import parse_config
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from runledger import facts
 from runledger.audit.findings import AuditReport, Finding
@@ -379,6 +379,32 @@ def test_without_channels_the_alerts_still_exist(run) -> None:
     policies = [r for r in resources if r.type == POLICY]
     assert len(policies) == 4
     assert all("notificationChannels" not in p.inputs for p in policies)
+
+
+def test_every_alert_links_to_its_runbook_section(run) -> None:
+    # The anchors are docs/runbook.md's headings "Alert: <title>" as GitHub slugs them.
+    sections = {
+        "dedup: Scheduled run failed for good": "alert-scheduled-run-failed-for-good",
+        "dedup: Scheduled run missed": "alert-scheduled-run-missed",
+        "dedup: Run ledger unavailable": "alert-run-ledger-unavailable",
+        "dedup: Run audit stopped": "alert-run-audit-stopped",
+    }
+    policies = {r.inputs["displayName"]: r for r in run() if r.type == POLICY}
+
+    assert set(policies) == set(sections)
+    for title, anchor in sections.items():
+        documentation = policies[title].inputs["documentation"]
+        assert documentation["mimeType"] == "text/markdown"
+        link = f"docs/runbook.md#{anchor}"
+        assert documentation["content"].endswith(f"\n\nRunbook: [{link}]({link})")
+
+
+def test_the_dashboard_is_built_from_the_metric_resources_it_charts(run) -> None:
+    resources = run()
+    (dashboard,) = [r for r in resources if r.type == DASHBOARD]
+    metrics = {r.urn for r in resources if r.type == METRIC}
+
+    assert set(dashboard.property_dependencies["dashboardJson"]) == metrics
 
 
 def test_the_dashboard_charts_runs_attempts_and_latency(run) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dedup_schedule.config_capacity import capacity, overlapping_runs, run_span_s
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.capacity import capacity, overlapping_runs, run_span_s
+from dedup_schedule.config.parser import parse_config
 from offline.stack_file import read_project_name, read_stack_values
 from tests.stacks import ANY_STACK, REPO_STACKS
 

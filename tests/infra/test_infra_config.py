@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dedup_schedule.config import ConfigError
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ConfigError
+from dedup_schedule.config.parser import parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "scheduler-dedup:"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dedup_schedule.config_reader import PROJECT_KEYS
+from dedup_schedule.config.parser import PROJECT_KEYS
 from offline.mockrun import run_program
 from offline.stack_file import read_project_name
 from tests.clitools import run_module
@@ -106,7 +106,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO / "infra")!r})
 from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.parser import parse_config
 
 for prefix in ("billing", "reports"):
     config = parse_config({{

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from localrun.demo_stack import load_stack
 
 DEMO_PROJECT = Path(__file__).resolve().parent / "stack"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from localrun.demo import DemoOptions, main, run_demo
 from localrun.emulator import FirestoreEmulator
 from tests.localrun.demo_project import DEMO_ARGS, demo_stack

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dedup_schedule.config import ScheduleConfig
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ScheduleConfig
+from dedup_schedule.config.parser import parse_config
 from offline.stack_file import (
     StackFileError,
     choose_stack,

@@ -24,8 +24,8 @@ import pytest
 from croniter import croniter
 from google.cloud import firestore
 
-from dedup_schedule.config import ScheduleConfig
-from dedup_schedule.config_reader import parse_config
+from dedup_schedule.config.model import ScheduleConfig
+from dedup_schedule.config.parser import parse_config
 from localrun.emulator import FirestoreEmulator
 from offline.stack_file import read_project_name, read_stack_values
 from runledger import facts

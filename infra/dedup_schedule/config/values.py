@@ -16,7 +16,7 @@ import zoneinfo
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from dedup_schedule.config import ConfigError
+from dedup_schedule.config.model import ConfigError
 
 _DURATION = re.compile(r"(\d+)\s*(s|m|h)?")
 # Value shapes more than one part of the config checks (the platform keys, job targets).

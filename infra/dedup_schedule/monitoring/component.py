@@ -9,18 +9,16 @@ with the function's Cloud Run service in `resource.labels.service_name`.
 Log-based metrics ("Log-based metrics overview", Cloud Logging) count the
 entries that match a filter, with labels extracted from fields
 (`EXTRACT(jsonPayload.job)`), or record a value per entry as a distribution
-(`value_extractor`). Each signal's module builds its metric and, separately, the
-alert policies that watch it: `monitoring_runs` (run outcomes, attempts, latency;
-failed runs, ledger outage), `monitoring_findings` (the audit's findings; missed
-runs), `monitoring_audit` (the audit's heartbeat; audit stopped), on the shared
-builders of `monitoring_build`; `monitoring_dashboard` charts them. The outcome
-names come from `runledger.facts`, which the policy pack shares, and tests check
-them against the lines the handler really writes.
+(`value_extractor`). `monitoring.metrics` builds the five metrics,
+`monitoring.alerts` the alert policies that watch them, `monitoring.channels` the
+channels those notify and `monitoring.dashboard` the charts, all on the builders
+of `monitoring.builders`. The outcome names come from `runledger.facts`, which the
+policy pack shares, and tests check them against the lines the handler really writes.
 
 Cloud Monitoring refuses an alert policy whose filter names a log-based metric it
 does not know yet (404 "Cannot find metric(s)", hashicorp/terraform-provider-google#11102),
 and a new metric may take up to 10 minutes to become known. So every metric is
-created first, then one create-only wait (`monitoring_build.wait_for_metrics`), then
+created first, then one create-only wait (`builders.wait_for_metrics`), then
 the alert policies, all after that wait.
 """
 
@@ -32,17 +30,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import ScheduleConfig
-from dedup_schedule.monitoring_audit import audit_heartbeat, audit_stopped_alert
-from dedup_schedule.monitoring_build import (
-    MonitoringScope,
-    handler_lines,
-    notification_channels,
-    wait_for_metrics,
-)
-from dedup_schedule.monitoring_dashboard import dashboard
-from dedup_schedule.monitoring_findings import findings, missed_alert
-from dedup_schedule.monitoring_runs import attempts, latency, run_alerts, run_outcomes
+from dedup_schedule.config.model import ScheduleConfig
+from dedup_schedule.monitoring.alerts import create_alert_policies
+from dedup_schedule.monitoring.builders import MonitoringScope, handler_lines, wait_for_metrics
+from dedup_schedule.monitoring.channels import notification_channels
+from dedup_schedule.monitoring.dashboard import dashboard
+from dedup_schedule.monitoring.metrics import create_metrics
 from dedup_schedule.placement import Placement
 
 
@@ -57,22 +50,6 @@ class RunMonitoringArgs:
     placement: Placement
     config: ScheduleConfig
     service_name: str
-
-
-@dataclass(frozen=True)
-class MonitoredMetrics:
-    """The log-based metrics, each created before any alert policy."""
-
-    runs: gcp.logging.Metric
-    findings: gcp.logging.Metric
-    attempts: gcp.logging.Metric
-    latency: gcp.logging.Metric
-    audits: gcp.logging.Metric | None
-
-    def all(self) -> list[gcp.logging.Metric]:
-        """Every metric, in the dashboard's order."""
-        ordered = [self.runs, self.findings, self.attempts, self.latency, self.audits]
-        return [metric for metric in ordered if metric is not None]
 
 
 class RunMonitoring(pulumi.ComponentResource):
@@ -91,22 +68,13 @@ class RunMonitoring(pulumi.ComponentResource):
         )
         channels = notification_channels(unnotified)
         scope = dataclasses.replace(unnotified, channels=channels)
-        metrics = MonitoredMetrics(
-            runs=run_outcomes(scope),
-            findings=findings(scope),
-            attempts=attempts(scope),
-            latency=latency(scope),
-            audits=audit_heartbeat(scope) if args.config.audit.enabled else None,
+        metrics = create_metrics(scope)
+        ready = wait_for_metrics(scope, metrics.all())
+        self.alert_policies = create_alert_policies(
+            dataclasses.replace(scope, metrics_ready=ready), metrics
         )
-        charted = metrics.all()
-        alerting = dataclasses.replace(scope, metrics_ready=wait_for_metrics(scope, charted))
-        self.alert_policies = [
-            *run_alerts(alerting, metrics.runs, metrics.findings),
-            missed_alert(alerting, metrics.findings),
-            *([audit_stopped_alert(alerting, metrics.audits)] if metrics.audits else []),
-        ]
         self.notification_channels = pulumi.Output.all(*channels)
-        self.dashboard = dashboard(scope, charted)
+        self.dashboard = dashboard(scope, metrics)
         self.register_outputs(
             {
                 "alertPolicies": [policy.name for policy in self.alert_policies],

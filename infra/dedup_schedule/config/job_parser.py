@@ -1,6 +1,6 @@
 """The `jobs` part of the stack config: each job's schedule, deadline, retry policy and target.
 
-`config_reader.parse_config` calls `parse_jobs`; every error is a `ConfigError`
+`parser.parse_config` calls `parse_jobs`; every error is a `ConfigError`
 naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dedup_schedule.config import ConfigError, JobConfig, TargetConfig
-from dedup_schedule.config_audit import parse_catch_up
-from dedup_schedule.config_values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues
-from runledger import facts
+from dedup_schedule.config.model import ConfigError, JobConfig, TargetConfig
+from dedup_schedule.config.values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues
+from runledger import facts, schedules
 
 _JOB_KEYS = frozenset(
     {
@@ -114,6 +113,14 @@ def _parse_target(reader: ConfigValues, name: str) -> TargetConfig | None:
     )
 
 
+def _parse_catch_up(job: ConfigValues) -> tuple[bool, int]:
+    """A job's `catchUp` (default false) and `catchUpMaxAge` (default 1 hour)."""
+    max_age = job.duration("catchUpMaxAge", int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds()))
+    if max_age < 1:
+        raise ConfigError(f"{job.key('catchUpMaxAge')}: must be at least 1s")
+    return job.boolean("catchUp", False), max_age
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -131,7 +138,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
             f"{job.key('attemptDeadline')}: {deadline}s is outside Cloud Scheduler's "
             f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
         )
-    catch_up, catch_up_max_age = parse_catch_up(job)
+    catch_up, catch_up_max_age = _parse_catch_up(job)
     return JobConfig(
         id=job_id,
         schedule=" ".join(schedule.split()),

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 
 from croniter import croniter
 
-from dedup_schedule.config import JobConfig, ScheduleConfig
+from dedup_schedule.config.model import JobConfig, ScheduleConfig
 
 # Requests in flight per open run: the holder and one waiting Scheduler attempt.
 REQUESTS_PER_RUN = 2

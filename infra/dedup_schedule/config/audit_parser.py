@@ -1,6 +1,6 @@
-"""The audit's part of the stack config: per-job catch-up, the `audit` and `alerts` settings.
+"""The audit's part of the stack config: the `audit` and `alerts` settings, and their checks.
 
-`config_reader.parse_config` calls these; every error is a `ConfigError` naming the
+`parser.parse_config` calls these; every error is a `ConfigError` naming the
 full key. The checks mirror what the handler refuses at start-up
 (`runledger.schedules.audit_settings`), so a stack the program accepts never
 deploys a handler that cannot start, and add the ones only the stack can make:
@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
 
-from croniter import croniter
-
-from dedup_schedule.config import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
-from dedup_schedule.config_values import ConfigValues
-from runledger import facts, schedules
+from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
+from dedup_schedule.config.values import ConfigValues
+from runledger import facts
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
@@ -26,23 +23,8 @@ ALERTS_KEYS = frozenset({"notificationChannels", "emails"})
 # Cloud Monitoring: a metric-absence condition's "trigger absence time" may be at most
 # 23.5 hours ("Create metric-absence alerting policies").
 MAX_ABSENCE_S = 23 * 3600 + 1800
-# Time the audit's summary line may come later than its schedule time beyond its
-# attempt deadline (instance start, log ingestion) before its absence is an alert.
-ABSENCE_SLACK_S = 300
 _CHANNEL = re.compile(r"projects/[a-z0-9-]+/notificationChannels/[0-9]+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-# How far ahead the audit schedule's longest interval is searched: a year, or this many
-# audit times, which covers every pattern repeating within weeks at a 5-minute rate.
-_GAP_SCAN_TIMES = 20_000
-_GAP_SCAN_START = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def parse_catch_up(job: ConfigValues) -> tuple[bool, int]:
-    """A job's `catchUp` (default false) and `catchUpMaxAge` (default 1 hour)."""
-    max_age = job.duration("catchUpMaxAge", int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds()))
-    if max_age < 1:
-        raise ConfigError(f"{job.key('catchUpMaxAge')}: must be at least 1s")
-    return job.boolean("catchUp", False), max_age
 
 
 def parse_audit(reader: ConfigValues) -> AuditConfig:
@@ -90,35 +72,6 @@ def _strings(
     return tuple(items)
 
 
-def longest_interval_s(schedule: str) -> int:
-    """The longest time between two consecutive times of a unix-cron schedule in UTC."""
-    times = croniter(schedule, _GAP_SCAN_START)
-    previous = times.get_next(datetime)
-    end = _GAP_SCAN_START + timedelta(days=366)
-    longest = timedelta(0)
-    for _ in range(_GAP_SCAN_TIMES):
-        current = times.get_next(datetime)
-        longest = max(longest, current - previous)
-        if current > end:
-            break
-        previous = current
-    return int(longest.total_seconds())
-
-
-def audit_absence_s(config: ScheduleConfig) -> int:
-    """How long no audit summary line may be seen before the audit counts as stopped.
-
-    The longest interval between audit times, plus the audit's attempt deadline
-    (the summary is written at the end), plus slack, in whole minutes as the
-    condition requires.
-    """
-    audit = config.audit_job
-    if audit is None:
-        raise ValueError("the audit is disabled")
-    seconds = longest_interval_s(audit.schedule) + audit.attempt_deadline_s + ABSENCE_SLACK_S
-    return -(-seconds // 60) * 60
-
-
 def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> None:
     """Cross-checks of the audit settings against the jobs, the lease and the retention."""
     audit_key = reader.key("audit")
@@ -148,7 +101,7 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
         )
     if not config.audit.enabled:
         return
-    interval = longest_interval_s(config.audit.schedule)
+    interval = config.audit_interval_s
     skew = int(MAX_CLOCK_SKEW.total_seconds())
     settle = math.ceil(max(job.retry_window_s for job in config.jobs))
     needed = interval + settle + config.lease_seconds + skew
@@ -159,7 +112,7 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
             f"{needed - interval}s after its schedule time (retry window + lease); set it "
             f"to at least {needed}s or run the audit more often"
         )
-    if audit_absence_s(config) > MAX_ABSENCE_S:
+    if config.audit_absence_s > MAX_ABSENCE_S:
         raise ConfigError(
             f"{audit_key}.schedule: the audit runs up to {interval}s apart; Cloud Monitoring "
             f"can only alert on a missing audit within {MAX_ABSENCE_S}s, so run it more often"

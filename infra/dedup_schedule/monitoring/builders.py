@@ -1,14 +1,14 @@
 """What every part of `RunMonitoring` builds with: filters, metrics, conditions, policies.
 
-The signal modules (`monitoring_runs`, `monitoring_findings`, `monitoring_audit`) and
-the dashboard (`monitoring_dashboard`) each take a `MonitoringScope`, so every
-resource they create gets the same project, names, parent, API dependencies and
-notification channels without reaching into the component's state.
+The metrics (`monitoring.metrics`), the alert policies (`monitoring.alerts`), the
+notification channels (`monitoring.channels`) and the dashboard (`monitoring.dashboard`)
+each take a `MonitoringScope`, so every resource they create gets the same project,
+names, parent, API dependencies and notification channels without reaching into the
+component's state.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +17,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
-from dedup_schedule.config import ScheduleConfig
+from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.placement import Placement
 
 LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
@@ -48,6 +48,9 @@ MISSING_DATA = "EVALUATION_MISSING_DATA_INACTIVE"
 # (API reference; default 7 days). 30 minutes: short enough that the next failed run
 # of an hourly job pages again even if missing-data evaluation left an incident open.
 AUTO_CLOSE = "1800s"
+# The on-call page, from the repository root: one section per alert policy, headed
+# "Alert: <the policy's title>", so its anchor is that heading's GitHub slug.
+RUNBOOK = "docs/runbook.md"
 
 
 @dataclass(frozen=True)
@@ -100,47 +103,6 @@ def _labels(*keys: str) -> list[gcp.logging.MetricMetricDescriptorLabelArgs]:
     return [
         gcp.logging.MetricMetricDescriptorLabelArgs(key=key, value_type="STRING") for key in keys
     ]
-
-
-# --- notification channels --------------------------------------------------------------
-
-
-def notification_channels(scope: MonitoringScope) -> tuple[pulumi.Input[str], ...]:
-    """The configured channel ids, and one e-mail channel per configured address."""
-    config, placement = scope.config, scope.placement
-    channels: list[pulumi.Input[str]] = list(config.alerts.notification_channels)
-    slugs = [_email_slug(email) for email in config.alerts.emails]
-    for email, slug in zip(config.alerts.emails, slugs, strict=True):
-        # The readable part alone maps a.b@x.com and a-b@x.com to one name; the hash of
-        # the exact address keeps distinct addresses apart. A channel named by the slug
-        # alone before keeps its resource through the alias, unless its slug is shared.
-        old_name = placement.name(f"alert-email-{slug}")
-        channel = gcp.monitoring.NotificationChannel(
-            placement.name(f"alert-email-{slug}-{_digest(email)}"),
-            gcp.monitoring.NotificationChannelArgs(
-                project=config.project,
-                type="email",
-                display_name=f"{placement.prefix} alerts: {email}",
-                labels={"email_address": email},
-            ),
-            opts=pulumi.ResourceOptions.merge(
-                scope.opts(),
-                pulumi.ResourceOptions(
-                    aliases=[pulumi.Alias(name=old_name)] if slugs.count(slug) == 1 else []
-                ),
-            ),
-        )
-        channels.append(channel.name)
-    return tuple(channels)
-
-
-def _email_slug(email: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", email.lower())
-
-
-def _digest(text: str) -> str:
-    """Ten hex digits of the SHA-256 of `text`: distinct for distinct configured values."""
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 # --- metrics ----------------------------------------------------------------------------
@@ -288,6 +250,20 @@ def threshold_alert(
     )
 
 
+def runbook_link(title: str) -> str:
+    """The Markdown link to the runbook's section on the alert policy titled `title`.
+
+    Cloud Monitoring renders `documentation.content` of mime type text/markdown with a
+    subset of Markdown that includes "Links, indicated by [link text](url) syntax"
+    ("Annotate notifications with user-defined documentation", Using Markdown), in
+    e-mail ("Policy Documentation"), PagerDuty, Pub/Sub, Slack and webhooks. The URL is
+    the path in the repository that deploys the stack; the link text says it too, for
+    a notification that cannot resolve a relative link.
+    """
+    section = f"{RUNBOOK}#alert-{re.sub(r'[^a-z0-9]+', '-', title.lower()).strip('-')}"
+    return f"Runbook: [{section}]({section})"
+
+
 def policy(
     scope: MonitoringScope,
     suffix: str,
@@ -300,7 +276,8 @@ def policy(
     """An alert policy met by any of `conditions`, notifying the scope's channels.
 
     It is created after `scope.metrics_ready`, so the metrics its filters name exist
-    in Cloud Monitoring by then. auto_close: how long an incident stays open without
+    in Cloud Monitoring by then. Its documentation ends with the link to its runbook
+    section (`runbook_link`). auto_close: how long an incident stays open without
     data (None: Cloud Monitoring's default).
     """
     if scope.metrics_ready is None:
@@ -315,7 +292,7 @@ def policy(
             conditions=conditions,
             severity=severity,
             documentation=gcp.monitoring.AlertPolicyDocumentationArgs(
-                content=documentation, mime_type="text/markdown"
+                content=f"{documentation}\n\n{runbook_link(title)}", mime_type="text/markdown"
             ),
             notification_channels=list(scope.channels) or None,
             alert_strategy=gcp.monitoring.AlertPolicyAlertStrategyArgs(auto_close=auto_close)

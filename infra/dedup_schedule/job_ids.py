@@ -20,7 +20,7 @@ import sys
 from collections.abc import Collection
 from pathlib import Path
 
-from dedup_schedule.config import ConfigError, ScheduleConfig
+from dedup_schedule.config.model import ConfigError, ScheduleConfig
 from runledger import facts
 
 # Generous: importing a jobs module may import client libraries, on a loaded machine.

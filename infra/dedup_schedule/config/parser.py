@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dedup_schedule.config import ConfigError, DatabaseConfig, JobConfig, ScheduleConfig
-from dedup_schedule.config_audit import check_audit, parse_alerts, parse_audit
-from dedup_schedule.config_jobs import parse_jobs
-from dedup_schedule.config_values import PROJECT_ID, REGION, ConfigValues
+from dedup_schedule.config.audit_parser import check_audit, parse_alerts, parse_audit
+from dedup_schedule.config.job_parser import parse_jobs
+from dedup_schedule.config.model import ConfigError, DatabaseConfig, JobConfig, ScheduleConfig
+from dedup_schedule.config.values import PROJECT_ID, REGION, ConfigValues
 from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS
 from runledger import facts
 
@@ -26,7 +26,7 @@ MAX_REQUEST_TIMEOUT_S = 3600
 MAX_INSTANCES_LIMIT = 1000
 MAX_CONCURRENCY = 1000
 # The handler is I/O bound (Firestore round trips, a waiting duplicate's sleeps), so
-# one instance serves several deliveries at once; see `config_capacity`.
+# one instance serves several deliveries at once; see `config.capacity`.
 DEFAULT_CONCURRENCY = 8
 
 # Service-account ids are 6-30 characters and the longest suffix we append is "-invoker";

@@ -1,7 +1,7 @@
 """The schedule's dashboard: runs, findings, attempts and latency (and audits, if on).
 
-Its charts name the log-based metrics by their names (`<prefix>-runs`, ...), so the
-dashboard is created after the metrics it charts.
+Its charts name the log-based metrics by the names of the metric resources (Outputs),
+so the dashboard is created after the metrics it charts.
 
 The JSON leaves out every zero-valued and empty field (`xPos: 0`, `groupByFields: []`):
 the API drops them from what it returns, so a JSON with them differs from the live
@@ -13,44 +13,61 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.monitoring_build import LOG_METRIC_PREFIX, RESOURCE_TYPE, MonitoringScope
+from dedup_schedule.monitoring.builders import LOG_METRIC_PREFIX, RESOURCE_TYPE, MonitoringScope
+from dedup_schedule.monitoring.metrics import MonitoredMetrics
 
 
-def dashboard(
-    scope: MonitoringScope, metrics: list[gcp.logging.Metric]
-) -> gcp.monitoring.Dashboard:
+def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitoring.Dashboard:
     """Runs by outcome per job, findings, attempts and latency (and audits, if on)."""
-    cfg, place = scope.config, scope.placement
-    tiles: list[tuple[str, str, dict[str, Any], str]] = [
+    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str]] = [
         (
             "Runs by outcome and job",
-            place.name("runs"),
+            metrics.runs,
             _sum("metric.label.outcome", "metric.label.job"),
             "STACKED_BAR",
         ),
         (
             "Audit findings by kind and job",
-            place.name("findings"),
+            metrics.findings,
             _sum("metric.label.kind", "metric.label.job"),
             "STACKED_BAR",
         ),
         (
             "Attempts per run (99th percentile), by job",
-            place.name("attempts"),
+            metrics.attempts,
             _percentile(),
             "LINE",
         ),
         (
             "Handler latency in ms (99th percentile), by job",
-            place.name("latency"),
+            metrics.latency,
             _percentile(),
             "LINE",
         ),
     ]
-    if cfg.audit.enabled:
-        tiles.append(("Audits finished", place.name("audits"), _sum(), "STACKED_BAR"))
+    if metrics.audits is not None:
+        tiles.append(("Audits finished", metrics.audits, _sum(), "STACKED_BAR"))
+    names = pulumi.Output.all(*(metric.name for _, metric, _, _ in tiles))
+    return gcp.monitoring.Dashboard(
+        scope.placement.name("dashboard"),
+        gcp.monitoring.DashboardArgs(
+            project=scope.config.project,
+            dashboard_json=names.apply(lambda charted: _dashboard_json(scope, tiles, charted)),
+        ),
+        opts=scope.opts(),
+    )
+
+
+def _dashboard_json(
+    scope: MonitoringScope,
+    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str]],
+    names: list[str],
+) -> str:
+    """The dashboard's JSON: one chart per tile, of the metric named `names[i]`."""
+    place = scope.placement
     layout = {
         "displayName": f"{place.prefix}: scheduled runs",
         "mosaicLayout": {
@@ -61,19 +78,15 @@ def dashboard(
                     "yPos": 16 * (index // 2),
                     "width": 24,
                     "height": 16,
-                    "widget": _chart(title, metric, aggregation, plot),
+                    "widget": _chart(title, name, aggregation, plot),
                 }
-                for index, (title, metric, aggregation, plot) in enumerate(tiles)
+                for index, ((title, _, aggregation, plot), name) in enumerate(
+                    zip(tiles, names, strict=True)
+                )
             ],
         },
     }
-    return gcp.monitoring.Dashboard(
-        place.name("dashboard"),
-        gcp.monitoring.DashboardArgs(
-            project=cfg.project, dashboard_json=json.dumps(_without_defaults(layout))
-        ),
-        opts=scope.opts(metrics),
-    )
+    return json.dumps(_without_defaults(layout))
 
 
 def _without_defaults(value: Any) -> Any:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from dedup_schedule.config import JobConfig, ScheduleConfig, TargetConfig
+from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
 

@@ -1,6 +1,6 @@
 """The schedule a stack describes, validated: plain dataclasses and the values derived from them.
 
-`dedup_schedule.config_reader.parse_config` builds a `ScheduleConfig` from a stack's
+`dedup_schedule.config.parser.parse_config` builds a `ScheduleConfig` from a stack's
 config map, whether the Pulumi program read it through `pulumi.Config` or the
 offline tools from a `Pulumi.<stack>.yaml` on disk (`offline.stack_file`). The
 Pulumi program, the offline plan and the local demo all use this one model, so the
@@ -17,10 +17,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+
+from croniter import croniter
 
 from runledger import facts, schedules
 from runledger.config import ManualRuns, Settings
+
+# Time the audit's summary line may come later than its schedule time beyond its
+# attempt deadline (instance start, log ingestion) before its absence is an alert.
+ABSENCE_SLACK_S = 300
+# How far ahead the audit schedule's longest interval is searched: a year, or this many
+# audit times, which covers every pattern repeating within weeks at a 5-minute rate.
+_GAP_SCAN_TIMES = 20_000
+_GAP_SCAN_START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 class ConfigError(ValueError):
@@ -204,9 +215,7 @@ class ScheduleConfig:
     def audit_job(self) -> JobConfig | None:
         """The audit's own Scheduler job, delivered under `audit_job_id`.
 
-        It may take as long as a request may (its catch-ups run inside it), up to
-        Cloud Scheduler's 30-minute limit, and is never retried: the next audit's
-        look-back covers the same runs again.
+        It is never retried: the next audit's look-back covers the same runs again.
         """
         if not self.audit.enabled:
             return None
@@ -215,11 +224,33 @@ class ScheduleConfig:
             schedule=self.audit.schedule,
             time_zone="UTC",
             description="Checks every scheduled run of this stack's jobs against the ledger",
-            attempt_deadline_s=min(self.request_timeout_s, facts.MAX_ATTEMPT_DEADLINE_S),
+            attempt_deadline_s=self.audit_attempt_deadline_s,
             body=None,
             content_type="application/json",
             retry=facts.RetryPolicy(),
         )
+
+    @property
+    def audit_attempt_deadline_s(self) -> int:
+        """The audit job's attempt deadline: as long as a request may take (its catch-ups
+        run inside it), up to Cloud Scheduler's 30-minute limit."""
+        return min(self.request_timeout_s, facts.MAX_ATTEMPT_DEADLINE_S)
+
+    @cached_property
+    def audit_interval_s(self) -> int:
+        """The longest time between two consecutive times of the audit's schedule."""
+        return longest_interval_s(self.audit.schedule)
+
+    @property
+    def audit_absence_s(self) -> int:
+        """How long no audit summary line may be seen before the audit counts as stopped.
+
+        The longest interval between audit times, plus the audit's attempt deadline
+        (the summary is written at the end), plus slack, in whole minutes as the
+        alert's absence condition requires.
+        """
+        seconds = self.audit_interval_s + self.audit_attempt_deadline_s + ABSENCE_SLACK_S
+        return -(-seconds // 60) * 60
 
     @property
     def scheduler_jobs(self) -> tuple[JobConfig, ...]:
@@ -258,3 +289,18 @@ class ScheduleConfig:
                 self.audit_job_id,
             ),
         }
+
+
+def longest_interval_s(schedule: str) -> int:
+    """The longest time between two consecutive times of a unix-cron schedule in UTC."""
+    times = croniter(schedule, _GAP_SCAN_START)
+    previous = times.get_next(datetime)
+    end = _GAP_SCAN_START + timedelta(days=366)
+    longest = timedelta(0)
+    for _ in range(_GAP_SCAN_TIMES):
+        current = times.get_next(datetime)
+        longest = max(longest, current - previous)
+        if current > end:
+            break
+        previous = current
+    return int(longest.total_seconds())
