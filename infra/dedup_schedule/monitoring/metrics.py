@@ -1,10 +1,10 @@
 """The log-based metrics `RunMonitoring` derives from the handler's log lines.
 
 Every delivery the handler answers writes one line with its `outcome`, `job`,
-`attempts` and `duration_ms` (`runledger.app`): the runs counter by outcome, and the
+`attempts` and `duration_ms` (`runledger.delivery.app`): the runs counter by outcome, and the
 attempts and latency distributions. The audit logs one line per scheduled run it
 finds missed, stale, failed or released, one per job it could not judge (drifted,
-unauditable), and one summary per audit that ran to the end (`runledger.audit`):
+unauditable), and one summary per audit that ran to the end (`runledger.audit.runner`):
 the findings counter by kind, and the audits counter, whose absence shows an audit
 that stopped running (its findings alert then stays silent).
 """
