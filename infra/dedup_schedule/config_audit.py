@@ -10,6 +10,7 @@ an audit that stopped running can watch the audit's interval.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -90,8 +91,13 @@ def _strings(
     return tuple(items)
 
 
+@functools.cache
 def longest_interval_s(schedule: str) -> int:
-    """The longest time between two consecutive times of a unix-cron schedule in UTC."""
+    """The longest time between two consecutive times of a unix-cron schedule in UTC.
+
+    Kept per schedule: the scan lists up to a year of times, and one program run
+    asks for the audit schedule's interval from several places.
+    """
     times = croniter(schedule, _GAP_SCAN_START)
     previous = times.get_next(datetime)
     end = _GAP_SCAN_START + timedelta(days=366)
