@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -88,33 +89,37 @@ def audit_settings(size: AuditSize) -> AuditSettings:
     return AuditSettings(schedules, timedelta(hours=size.window_hours), PROJECT, REGION)
 
 
-def seed(
-    client: firestore.Client, collection: str, audit: Audit, settings: AuditSettings, now: datetime
+def seed_completed(
+    client: firestore.Client,
+    collection: str,
+    runs: Iterable[tuple[str, str, datetime]],
+    now: datetime,
 ) -> int:
-    """Write a completed record for every settled expected run but every MISSING_EVERY-th."""
-    runs = expected_runs(settings.schedules, now - settings.lookback, now)
-    settled = [run for run in runs if run.settles_at(LEASE) <= now]
+    """A completed record for each (key, job, schedule time) but every MISSING_EVERY-th.
+
+    Returns how many were written; the skipped ones are the runs the audit must
+    report missed.
+    """
     batch = client.batch()
     pending = written = 0
-    for index, run in enumerate(settled):
+    for index, (key, job, schedule_time) in enumerate(runs):
         if index % MISSING_EVERY == MISSING_EVERY - 1:
             continue
-        identity = audit.identity(run.job.id, run.schedule_time)
         record = RunRecord(
             status=Status.COMPLETED,
             attempt_id=uuid.uuid4().hex,
-            lease_expires=run.schedule_time + LEASE,
+            lease_expires=schedule_time + LEASE,
             expire_at=now + RETENTION,
-            job=run.job.id,
-            schedule_time=run.schedule_time,
+            job=job,
+            schedule_time=schedule_time,
             project=PROJECT,
             region=REGION,
             manual=False,
             attempts=1,
-            claimed_at=run.schedule_time,
-            finished_at=run.schedule_time + timedelta(seconds=1),
+            claimed_at=schedule_time,
+            finished_at=schedule_time + timedelta(seconds=1),
         )
-        batch.set(client.collection(collection).document(identity.key), record.to_document())
+        batch.set(client.collection(collection).document(key), record.to_document())
         pending += 1
         written += 1
         if pending == _SEED_BATCH:
@@ -123,6 +128,19 @@ def seed(
     if pending:
         batch.commit()
     return written
+
+
+def seed(
+    client: firestore.Client, collection: str, audit: Audit, settings: AuditSettings, now: datetime
+) -> int:
+    """Write a completed record for every settled expected run but every MISSING_EVERY-th."""
+    runs = expected_runs(settings.schedules, now - settings.lookback, now)
+    settled = [run for run in runs if run.settles_at(LEASE) <= now]
+    keyed = (
+        (audit.identity(run.job.id, run.schedule_time).key, run.job.id, run.schedule_time)
+        for run in settled
+    )
+    return seed_completed(client, collection, keyed, now)
 
 
 def measure_audit(

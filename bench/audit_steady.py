@@ -26,7 +26,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from bench.audit_cost import LEASE, MISSING_EVERY, RETENTION, AuditSize, audit_settings
+from bench.audit_cost import LEASE, MISSING_EVERY, AuditSize, audit_settings, seed_completed
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
 from localrun.rpccount import RpcCounter
@@ -34,12 +34,10 @@ from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.runner import READ_BUDGET, Audit
 from runledger.delivery.identify import run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.watermarks import JobMark, LedgerMarks
 
 # The stack's default audit schedule: every 30 minutes.
 AUDIT_EVERY = timedelta(minutes=30)
-_SEED_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,11 @@ def measure_steady(
         scheduled += len(due)
         seeded.extend((job.id, run) for run in due[:share])
     marks.save(new_marks)
-    _seed(setup, collection, seeded, now)
+    keyed = (
+        (run_key(job, run.schedule_time, PROJECT, REGION, manual=False), job, run.schedule_time)
+        for job, run in seeded
+    )
+    seed_completed(setup, collection, keyed, now)
 
     store = FirestoreRunStore(counted, collection)
     costs = []
@@ -145,41 +147,6 @@ def measure_steady(
             )
         )
     return costs
-
-
-def _seed(
-    client: firestore.Client,
-    collection: str,
-    runs: list[tuple[str, ExpectedRun]],
-    now: datetime,
-) -> None:
-    """A completed record for each run but every MISSING_EVERY-th."""
-    batch, pending = client.batch(), 0
-    for index, (job, run) in enumerate(runs):
-        if index % MISSING_EVERY == MISSING_EVERY - 1:
-            continue
-        key = run_key(job, run.schedule_time, PROJECT, REGION, manual=False)
-        record = RunRecord(
-            status=Status.COMPLETED,
-            attempt_id=uuid.uuid4().hex,
-            lease_expires=run.schedule_time + LEASE,
-            expire_at=now + RETENTION,
-            job=job,
-            schedule_time=run.schedule_time,
-            project=PROJECT,
-            region=REGION,
-            manual=False,
-            attempts=1,
-            claimed_at=run.schedule_time,
-            finished_at=run.schedule_time + timedelta(seconds=1),
-        )
-        batch.set(client.collection(collection).document(key), record.to_document())
-        pending += 1
-        if pending == _SEED_BATCH:
-            batch.commit()
-            batch, pending = client.batch(), 0
-    if pending:
-        batch.commit()
 
 
 # Firestore Standard edition prices, us-central1 (other regions differ): $0.03 per

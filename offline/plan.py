@@ -24,15 +24,10 @@ from typing import Any
 
 import pulumi
 
+from offline.captured import STACK_TYPE, CapturedResource, Secret, Unknown
 from offline.event_loops import close_leftover_loops
-from offline.mockrun import (
-    STACK_TYPE,
-    CapturedResource,
-    ProgramFailed,
-    Secret,
-    Unknown,
-    run_program,
-)
+from offline.failures import ProgramFailed
+from offline.mockrun import run_program
 from offline.stack_file import StackFileError, choose_stack
 
 SCHEDULER_JOB_TYPE = "gcp:cloudscheduler/job:Job"

@@ -50,7 +50,7 @@ def stack_resource(record: Any) -> StackResource:
 
     Secrets are handed to the policies as plain values, as the engine does.
     """
-    from offline.mockrun import reveal
+    from offline.captured import reveal
 
     inputs = reveal(_attr(record, "inputs") or {})
     outputs = reveal(_attr(record, "outputs"))

@@ -3,11 +3,17 @@
 Each test runs the real program (`infra/__main__.py`) through `offline.mockrun` on
 a copy in a temporary directory, with a small stand-in handler, so tests can edit
 stack config and handler code freely and never depend on the live `handler/` tree.
+
+A run costs seconds of CPU, and many tests only read what one stack config
+registers: `shared_run` runs the program once per distinct config on an untouched
+copy and hands each test its own deep copy of the result.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from offline.mockrun import ProgramResources, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,3 +118,41 @@ def make_stack(project_copy: Path) -> Callable[[dict[str, Any]], Path]:
         return project_copy
 
     return make
+
+
+def tree_digest(directory: Path) -> str:
+    """A digest of every file under `directory` (relative path and content)."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(directory)).encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class SharedRuns:
+    """Runs of the program on an untouched project copy, one per distinct stack config.
+
+    The program is deterministic under mocks: equal config on an equal copy gives
+    an equal result, so it runs once per config (a failing run is not kept: it
+    runs, and fails, again). Each caller gets its own deep copy, so no test sees
+    another's edits.
+    """
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._runs: dict[str, ProgramResources] = {}
+        self.pristine = tree_digest(copy_project(factory.mktemp("pristine")))
+
+    def __call__(self, config: dict[str, Any], stack: str = "test") -> ProgramResources:
+        key = json.dumps([stack, config], sort_keys=True)
+        if key not in self._runs:
+            project = copy_project(self._factory.mktemp("shared-run"))
+            write_stack(project, stack, config)
+            self._runs[key] = run_program(project, stack)
+        return copy.deepcopy(self._runs[key])
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    return SharedRuns(tmp_path_factory)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from offline.analyzer import evaluate
-from offline.mockrun import CapturedResource, run_program
+from offline.mockrun import CapturedResource
 from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 from offline.stack_resources import run_stack
 from runledger.schedules import AUDIT_JOB_VARIABLE
-from tests.infra.conftest import write_stack
+from tests.infra.conftest import SharedRuns, write_stack
 
 PROJECT = "dedup-shared-project"
 REGION = "europe-west3"
@@ -64,10 +64,8 @@ GOOGLE_NAMES = {
 
 
 @pytest.fixture
-def two_stacks(project_copy: Path) -> dict[str, list[CapturedResource]]:
-    for stack, config in STACKS.items():
-        write_stack(project_copy, stack, config)
-    return {stack: run_program(project_copy, stack) for stack in STACKS}
+def two_stacks(shared_run: SharedRuns) -> dict[str, list[CapturedResource]]:
+    return {stack: shared_run(config, stack) for stack, config in STACKS.items()}
 
 
 def google_names(resources: list[CapturedResource]) -> dict[str, set[str]]:

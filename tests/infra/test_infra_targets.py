@@ -18,6 +18,7 @@ import yaml
 from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from offline.stack_file import read_project_name
 from runledger.sdk.registry import load_jobs
+from tests.infra.conftest import SharedRuns
 from tests.stacks import REPO_STACKS, repo_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,13 +64,13 @@ def with_targets(config: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def targeted(make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]):
-    return run_program(make_stack(with_targets(multi_job_config)), "test")
+def targeted(shared_run: SharedRuns, multi_job_config: dict[str, Any]):
+    return shared_run(with_targets(multi_job_config))
 
 
 @pytest.fixture
-def plain(make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]):
-    return run_program(make_stack(multi_job_config), "test")
+def plain(shared_run: SharedRuns, multi_job_config: dict[str, Any]):
+    return shared_run(multi_job_config)
 
 
 def runtime_grants(resources) -> set[tuple[str, ...]]:

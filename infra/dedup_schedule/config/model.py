@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cache, cached_property
 
 from croniter import croniter
 
@@ -291,8 +291,13 @@ class ScheduleConfig:
         }
 
 
+@cache
 def longest_interval_s(schedule: str) -> int:
-    """The longest time between two consecutive times of a unix-cron schedule in UTC."""
+    """The longest time between two consecutive times of a unix-cron schedule in UTC.
+
+    Kept per schedule: the scan lists up to a year of times, and one program run
+    asks for the audit schedule's interval from several places.
+    """
     times = croniter(schedule, _GAP_SCAN_START)
     previous = times.get_next(datetime)
     end = _GAP_SCAN_START + timedelta(days=366)
