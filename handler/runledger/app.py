@@ -10,11 +10,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runledger.audit import install_audit
+from runledger.backfill import firestore_backfills
 from runledger.config import Settings
 from runledger.context import RunContext
 from runledger.delivery import Delivery, identify_delivery, unstamped_window
@@ -26,6 +27,7 @@ from runledger.exceptions import (
     StoreUnusable,
     TerminalJobError,
 )
+from runledger.facts import TRIGGER_CATCH_UP
 from runledger.invoker import check_invoker
 from runledger.joblog import run_fields
 from runledger.jobs import JobFn, load_jobs
@@ -171,7 +173,9 @@ class App:
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
         )
-        install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
+        lister = scheduler_lister(audit.project, audit.region, env)
+        backfills = firestore_backfills(settings) if audit.schedules else None
+        install_audit(app, audit, lister, backfills)
         return app
 
     @property
@@ -230,6 +234,7 @@ class App:
                 job=run.job,
                 schedule_time=run.schedule_time.isoformat(),
                 manual=run.manual,
+                trigger=run.trigger,
             )
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
@@ -296,12 +301,14 @@ class App:
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, body, fields)
 
-    def catch_up(self, run: RunIdentity) -> Response:
+    def catch_up(self, run: RunIdentity, trigger: str = TRIGGER_CATCH_UP) -> Response:
         """Run a scheduled run the audit found missed or released, claimed as a delivery is.
 
         A late Scheduler retry of the same run races this on the one claim, so
-        exactly one of them runs the job. The job sees an empty body.
+        exactly one of them runs the job. The job sees an empty body. `trigger`
+        says who asked (the catch-up, or a backfill request: `runledger.backfill`).
         """
+        run = replace(run, trigger=trigger)
         fields: dict[str, object] = {}
         try:
             result = self.ledger.claim(run)
@@ -331,7 +338,13 @@ class App:
         self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]
     ) -> Response:
         def on_lost(reason: str) -> None:
-            log_line("WARNING", "lease lost while the job runs", run_key=run.key, reason=reason)
+            log_line(
+                "WARNING",
+                "lease lost while the job runs",
+                run_key=run.key,
+                trigger=run.trigger,
+                reason=reason,
+            )
 
         keeper = LeaseKeeper(self.ledger, claim, on_lost, self._renewals)
         context = RunContext.for_attempt(run, keeper, body)

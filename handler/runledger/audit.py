@@ -58,6 +58,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import IO, TYPE_CHECKING, Any
 
+from runledger.backfill import BackfillDocs, Runner, run_pending
 from runledger.delivery import run_key
 from runledger.expected import ExpectedRun, listed_runs, schedule_times
 from runledger.ledger import RunIdentity, may_take_over
@@ -164,6 +165,8 @@ class AuditReport:
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
     scheduler_unread: str | None = None
+    # What the pass over pending backfill requests did (`runledger.backfill`); None: no pass.
+    backfill: dict[str, Any] | None = None
 
     @property
     def job_states(self) -> str:
@@ -627,6 +630,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
         expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
+        backfill=report.backfill,
         **counts,
     )
 
@@ -652,7 +656,12 @@ def summary_text(report: AuditReport) -> str:
     return f"{text}; {report.job_states}"
 
 
-def install_audit(app: App, settings: AuditSettings, live: Lister | None = None) -> None:
+def install_audit(
+    app: App,
+    settings: AuditSettings,
+    live: Lister | None = None,
+    backfills: Callable[[], BackfillDocs] | None = None,
+) -> None:
     """Serve the reserved audit job id from `app`, claimed and deduplicated like any run.
 
     It audits from the watermarks (`runledger.watermarks`): each settled run read once.
@@ -662,9 +671,14 @@ def install_audit(app: App, settings: AuditSettings, live: Lister | None = None)
     catch-up goes through `app.catch_up`, the same claim as a delivery, so a late
     Scheduler retry of that run and the audit cannot both run it. `live` lists
     the jobs' live state (None: Scheduler is not asked, DEDUP_SCHEDULES says).
+    `backfills` gives the pending backfill requests, which the audit runs after
+    judging (`runledger.backfill`; None: no backfill pass).
     """
 
     def audit_job(context: RunContext) -> None:
+        def backfill_run(run: RunIdentity, trigger: str) -> str:
+            return app.catch_up(run, trigger).outcome
+
         def catch_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
             return app.catch_up(run).outcome
@@ -678,6 +692,13 @@ def install_audit(app: App, settings: AuditSettings, live: Lister | None = None)
             live=live,
             marks=app.ledger.audit_marks(settings.project, settings.region),
         )
-        log_report(audit.run(), job=settings.job)
+        report = audit.run()
+        if backfills is not None:
+            runner = Runner(
+                app.ledger, app.jobs, audit.identity, backfill_run, context.ensure_lease
+            )
+            tally = run_pending(backfills(), runner, settings.project, settings.region)
+            report = replace(report, backfill=tally.to_json())
+        log_report(report, job=settings.job)
 
     app.jobs = {**app.jobs, settings.job: audit_job}

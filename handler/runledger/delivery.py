@@ -18,7 +18,13 @@ from zoneinfo import ZoneInfo
 
 from runledger.config import ManualRuns, Settings
 from runledger.exceptions import BadRequest
-from runledger.facts import JOB_HEADER, JOB_ID, SCHEDULE_HEADER
+from runledger.facts import (
+    JOB_HEADER,
+    JOB_ID,
+    SCHEDULE_HEADER,
+    TRIGGER_MANUAL,
+    TRIGGER_SCHEDULED,
+)
 from runledger.ledger import RunIdentity
 
 # Scheduled deliveries never arrive before their schedule time; one stamped
@@ -156,6 +162,7 @@ def _unstamped(job: str, project: str, region: str, window: timedelta, index: in
         project=project,
         region=region,
         manual=True,
+        trigger=TRIGGER_MANUAL,
     )
 
 
@@ -216,6 +223,7 @@ def identify_delivery(
             project=project,
             region=region,
             manual=manual,
+            trigger=TRIGGER_MANUAL if manual else TRIGGER_SCHEDULED,
         )
     )
 

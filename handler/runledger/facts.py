@@ -268,6 +268,13 @@ DEFAULT_REGION_HEADER = "X-Dedup-Region"
 DEFAULT_JOBS_MODULE = "jobs"
 # DEDUP_MANUAL_RUNS: "separate" runs a forced run under its own key, "reject" refuses it.
 MANUAL_RUN_MODES = ("separate", "reject")
+# `trigger` of a run record and of every log line of a run: what started that attempt.
+# A record written before the field existed reads as TRIGGER_SCHEDULED.
+TRIGGER_SCHEDULED = "scheduled"  # a Cloud Scheduler delivery at its schedule time
+TRIGGER_MANUAL = "manual"  # a forced run (DEDUP_MANUAL_RUNS)
+TRIGGER_CATCH_UP = "catch_up"  # the audit's catch-up of a missed or released run
+TRIGGER_BACKFILL = "backfill"  # a backfill request (`python -m runledger.ops backfill`)
+TRIGGERS = (TRIGGER_SCHEDULED, TRIGGER_MANUAL, TRIGGER_CATCH_UP, TRIGGER_BACKFILL)
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 
 # --- the handler's log lines ----------------------------------------------------------------
