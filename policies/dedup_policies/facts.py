@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 # --- Cloud Scheduler ------------------------------------------------------------------------
 
@@ -172,6 +173,27 @@ def _cron_values(text: str, low: int, high: int, names: tuple[str, ...]) -> set[
             last = last or 0
         values.update(range(first, last + 1, int(step) if step else 1))
     return values
+
+
+def cron_matches(schedule: str, wall: datetime) -> bool:
+    """Whether a schedule that `schedule_problem` accepted fires at wall-clock minute `wall`.
+
+    The two day fields fire on either when both are restricted, else on the
+    restricted one ("Cron job format and time zone"); 0 and 7 are Sunday.
+    """
+    minute, hour, days, months, weekdays = schedule.split()
+    fields = _CRON_FIELDS
+    if wall.minute not in _cron_values(minute, *fields[0][1:]):
+        return False
+    if wall.hour not in _cron_values(hour, *fields[1][1:]):
+        return False
+    if wall.month not in _cron_values(months, *fields[3][1:]):
+        return False
+    on_day = wall.day in _cron_values(days, *fields[2][1:])
+    on_weekday = wall.isoweekday() % 7 in {v % 7 for v in _cron_values(weekdays, *fields[4][1:])}
+    if days != "*" and weekdays != "*":
+        return on_day or on_weekday
+    return on_day and on_weekday
 
 
 def cron_meaning_problem(schedule: str) -> str:
