@@ -61,6 +61,7 @@ from typing import IO, TYPE_CHECKING, Any
 from runledger.backfill import BackfillDocs, Runner, run_pending
 from runledger.delivery import run_key
 from runledger.expected import ExpectedRun, listed_runs, schedule_times
+from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger import RunIdentity, may_take_over
 from runledger.log import log_line
 from runledger.record import RunRecord, Status
@@ -600,6 +601,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             attempts=None if item.record is None else item.record.attempts,
             error=None if item.record is None else item.record.error,
             catch_up=item.catch_up,
+            trigger=None if item.catch_up is None else TRIGGER_CATCH_UP,
         )
     counts = {kind.value: 0 for kind in Finding}
     for item in report.findings:

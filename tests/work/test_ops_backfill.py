@@ -289,3 +289,25 @@ def test_describe_json_shows_next_and_recent_runs_and_counts(env, seeded):
     assert (
         code == 0 and "live state   could not be read: local run on the Firestore emulator" in text
     )
+
+
+def test_a_delivery_records_scheduled_and_a_forced_run_manual(firestore_db, capsys):
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(seconds=3)))
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    for stamp, trigger in (
+        ("2026-10-16T12:00:00Z", "scheduled"),
+        ("2026-10-16T13:00:00Z", "manual"),
+    ):
+        capsys.readouterr()
+        answer = deliver(app, scheduler_headers(job="export", schedule_time=stamp))
+        assert (answer.status, answer.outcome) == (200, "completed")
+        (line,) = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+        assert line["trigger"] == trigger
+        assert store.get(line["run_key"]).record.trigger == trigger
+    assert jobs.triggers == ["scheduled", "manual"]
+    # A record written before the field existed reads as scheduled.
+    old = run_record("old", Status.COMPLETED).to_document()
+    del old["trigger"]
+    firestore_db.collection("scheduler_runs").document("old").create(old)
+    assert store.get("old").record.trigger == "scheduled"
