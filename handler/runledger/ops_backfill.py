@@ -78,7 +78,7 @@ def job_settings(env: Mapping[str, str], job: str) -> tuple[Settings, AuditSetti
 
 def start_audit_command(audit: AuditSettings) -> str:
     return (
-        f"gcloud scheduler jobs run {audit.job} --location {audit.region} --project {audit.project}"
+        f"gcloud scheduler jobs run {audit.job} --location={audit.region} --project={audit.project}"
     )
 
 

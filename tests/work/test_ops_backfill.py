@@ -42,7 +42,7 @@ SCHEDULES = json.dumps(
 )
 RANGE = ["--job", "export", "--from", "2026-10-16T06:00:00Z", "--to", "2026-10-16T12:00:00Z"]
 START_AUDIT = (
-    "gcloud scheduler jobs run runledger-audit --location europe-west1 --project acme-prod"
+    "gcloud scheduler jobs run runledger-audit --location=europe-west1 --project=acme-prod"
 )
 
 
