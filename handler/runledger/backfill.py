@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runledger.delivery import run_key
 from runledger.exceptions import RecordExists, StoreUnavailable, VersionConflict
 from runledger.expected import expected_runs
-from runledger.facts import TRIGGER_BACKFILL
+from runledger.facts import LEDGER_UNAVAILABLE_OUTCOMES, TRIGGER_BACKFILL
 from runledger.ledger import Ledger, ReleaseRefused, RunIdentity, may_take_over
 from runledger.log import log_line
 from runledger.record import RunRecord, Status
@@ -51,6 +51,14 @@ PENDING, DONE = "pending", "done"
 RAN_OUTCOMES = frozenset({"completed", "failed_terminal", "failed_retryable", "lease_lost"})
 # Keys per batch read, one BatchGetDocuments call each (as the audit reads).
 BATCH = 300
+# A backfill run's line is a warning or an error where someone should look.
+_SEVERITY = {
+    "failed_terminal": "ERROR",
+    "failed_retryable": "WARNING",
+    "lease_lost": "WARNING",
+    "job_not_served": "WARNING",
+    "past_retention": "WARNING",
+} | dict.fromkeys(LEDGER_UNAVAILABLE_OUTCOMES, "ERROR")
 # Rounds of read-then-write on the queue while other writers keep changing it.
 _QUEUE_ROUNDS = 5
 _TINY = timedelta(microseconds=1)
@@ -274,6 +282,7 @@ class Tally:
     runs: int = 0  # times taken from requests
     ran: int = 0  # of those, times whose job this pass executed
     outcomes: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why the pass stopped early, if it did
 
     def count(self, outcome: str) -> None:
         self.runs += 1
@@ -286,6 +295,7 @@ class Tally:
             "runs": self.runs,
             "ran": self.ran,
             "outcomes": dict(self.outcomes),
+            "error": self.error,
         }
 
 
@@ -301,14 +311,22 @@ class Runner:
 
 
 def run_pending(docs: BackfillDocs, runner: Runner, project: str, region: str) -> Tally:
-    """Run every pending request of the queue, in order; each time once, through the claim."""
+    """Run every pending request of the queue, in order; each time once, through the claim.
+
+    A ledger that cannot be read or written stops the pass, and the tally says
+    why, so the audit still logs its summary; the next audit goes on from each
+    request's position.
+    """
     tally = Tally()
     queue = queue_key(project, region)
-    found = docs.get(queue)
-    for key in [] if found is None else list(found[0].get("pending", [])):
-        if _run_request(docs, runner, key, tally):
-            tally.requests_done += 1
-            _queue_change(docs, queue, lambda keys, key=key: _without(keys, key))
+    try:
+        found = docs.get(queue)
+        for key in [] if found is None else list(found[0].get("pending", [])):
+            if _run_request(docs, runner, key, tally):
+                tally.requests_done += 1
+                _queue_change(docs, queue, lambda keys, key=key: _without(keys, key))
+    except StoreUnavailable as exc:
+        tally.error = f"{type(exc).__name__}: {exc}"
     return tally
 
 
@@ -328,6 +346,10 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
         when = times[index].astimezone(UTC)
         outcome = _run_time(runner, job, when, actions[index], data["requested_at"])
         tally.count(outcome)
+        if outcome in LEDGER_UNAVAILABLE_OUTCOMES:
+            # Not run: the position stays, so the next audit tries this time again.
+            tally.error = f"{outcome} at {rfc3339(when)} of request {key}"
+            return False
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         try:
             version = docs.update(key, {"next": index + 1, "outcomes": outcomes}, version)
@@ -363,7 +385,7 @@ def _run_time(runner: Runner, job: str, when: datetime, action: str, requested_a
             _release_if_failed_before(ledger, run.key, requested_at)
         outcome = runner.run(run, TRIGGER_BACKFILL)
     log_line(
-        "WARNING" if outcome in {"job_not_served", "past_retention"} else "INFO",
+        _SEVERITY.get(outcome, "INFO"),
         f"backfill run {outcome}: {job} at {rfc3339(when)}",
         outcome=f"backfill_{outcome}",
         job=job,

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from runledger.audit import install_audit
+from runledger.backfill import Runner, run_pending
 from runledger.backfill_store import FirestoreBackfills
 from runledger.context import RunContext
 from runledger.delivery import run_key
 from runledger.firestore_store import FirestoreRunStore
+from runledger.ledger import RunIdentity
 from runledger.ops import main
 from runledger.record import Status
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
@@ -31,6 +33,7 @@ from tests.handler.support import (
     FakeClock,
     deliver,
     make_app,
+    make_ledger,
     run_record,
     scheduler_headers,
 )
@@ -311,3 +314,30 @@ def test_a_delivery_records_scheduled_and_a_forced_run_manual(firestore_db, caps
     del old["trigger"]
     firestore_db.collection("scheduler_runs").document("old").create(old)
     assert store.get("old").record.trigger == "scheduled"
+
+
+def test_a_time_the_ledger_could_not_take_is_tried_again_by_the_next_audit(env, seeded):
+    assert ops(env, "backfill", *RANGE)[0] == 0
+    docs = FirestoreBackfills(seeded._client, "scheduler_runs")
+    answers = iter(["store_unavailable", "completed", "completed", "completed"])
+    asked: list[int] = []
+
+    def run(identity, trigger: str) -> str:
+        asked.append(identity.schedule_time.hour)
+        return next(answers)
+
+    runner = Runner(
+        make_ledger(seeded, FakeClock(NOW)),
+        {"export": object()},
+        lambda job, when: RunIdentity(
+            key_of(when.hour), job, when, "acme-prod", "europe-west1", manual=False
+        ),
+        run,
+        lambda: None,
+    )
+    first = run_pending(docs, runner, "acme-prod", "europe-west1")
+    assert (first.requests_done, first.runs, first.ran) == (0, 1, 0)
+    assert first.error.startswith("store_unavailable at 2026-10-16T08:00:00Z")
+    second = run_pending(docs, runner, "acme-prod", "europe-west1")
+    assert (second.requests_done, second.ran, second.error) == (1, 3, None)
+    assert asked == [8, 8, 9, 11]
