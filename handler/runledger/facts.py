@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 # --- Cloud Scheduler ------------------------------------------------------------------------
 
@@ -174,6 +175,27 @@ def _cron_values(text: str, low: int, high: int, names: tuple[str, ...]) -> set[
     return values
 
 
+def cron_matches(schedule: str, wall: datetime) -> bool:
+    """Whether a schedule that `schedule_problem` accepted fires at wall-clock minute `wall`.
+
+    The two day fields fire on either when both are restricted, else on the
+    restricted one ("Cron job format and time zone"); 0 and 7 are Sunday.
+    """
+    minute, hour, days, months, weekdays = schedule.split()
+    fields = _CRON_FIELDS
+    if wall.minute not in _cron_values(minute, *fields[0][1:]):
+        return False
+    if wall.hour not in _cron_values(hour, *fields[1][1:]):
+        return False
+    if wall.month not in _cron_values(months, *fields[3][1:]):
+        return False
+    on_day = wall.day in _cron_values(days, *fields[2][1:])
+    on_weekday = wall.isoweekday() % 7 in {v % 7 for v in _cron_values(weekdays, *fields[4][1:])}
+    if days != "*" and weekdays != "*":
+        return on_day or on_weekday
+    return on_day and on_weekday
+
+
 def cron_meaning_problem(schedule: str) -> str:
     """Why a valid unix-cron `schedule` cannot be audited as written; "" when it can.
 
@@ -268,6 +290,13 @@ DEFAULT_REGION_HEADER = "X-Dedup-Region"
 DEFAULT_JOBS_MODULE = "jobs"
 # DEDUP_MANUAL_RUNS: "separate" runs a forced run under its own key, "reject" refuses it.
 MANUAL_RUN_MODES = ("separate", "reject")
+# `trigger` of a run record and of every log line of a run: what started that attempt.
+# A record written before the field existed reads as TRIGGER_SCHEDULED.
+TRIGGER_SCHEDULED = "scheduled"  # a Cloud Scheduler delivery at its schedule time
+TRIGGER_MANUAL = "manual"  # a forced run (DEDUP_MANUAL_RUNS)
+TRIGGER_CATCH_UP = "catch_up"  # the audit's catch-up of a missed or released run
+TRIGGER_BACKFILL = "backfill"  # a backfill request (`python -m runledger.ops backfill`)
+TRIGGERS = (TRIGGER_SCHEDULED, TRIGGER_MANUAL, TRIGGER_CATCH_UP, TRIGGER_BACKFILL)
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 
 # --- the handler's log lines ----------------------------------------------------------------

@@ -17,6 +17,7 @@ from pulumi_policy import EnforcementLevel, Policy
 from dedup_policies import (
     alert_rules,
     cloudrun_rules,
+    dst_rules,
     iam_rules,
     ingress_rules,
     scheduler_rules,
@@ -35,6 +36,7 @@ def policies() -> list[Policy]:
     """Every policy of the pack, in report order (fresh list; the policies are shared)."""
     return [
         *scheduler_rules.POLICIES,
+        *dst_rules.POLICIES,
         *cloudrun_rules.POLICIES,
         *stack_rules.POLICIES,
         *iam_rules.POLICIES,

@@ -18,6 +18,7 @@ from typing import Any
 
 from localrun.handler_server import HANDLER_DIR
 from runledger.audit.scheduler_state import Lister
+from runledger.backfill.queue import BackfillDocs
 from runledger.config import Settings
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
@@ -103,11 +104,13 @@ def make_app(
     renewals: DrivenRenewals | None = None,
     audit: AuditSettings | None = None,
     live: Lister | None = None,
+    backfills: Callable[[], BackfillDocs] | None = None,
     **env: str,
 ) -> App:
     """An app whose leases renew only when the test runs `renewals.run_due()`.
 
-    With `audit`, it serves the audit job as `App.from_env` does (`live`: the jobs' live state).
+    With `audit`, it serves the audit job as `App.from_env` does (`live`: the jobs' live
+    state; `backfills`: the backfill requests its audit runs).
     """
     return App(
         settings(**env),
@@ -118,6 +121,7 @@ def make_app(
         renewals=DrivenRenewals() if renewals is None else renewals,
         audit=audit,
         live=live,
+        backfills=backfills,
     )
 
 

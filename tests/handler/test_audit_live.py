@@ -266,6 +266,8 @@ def test_catch_up_redoes_a_stale_run_once_through_the_takeover_rule(firestore_st
     (stale,) = [line for line in lines if line["outcome"] == "run_stale"]
     assert (stale["schedule_time"], stale["catch_up"]) == (stamp(dead), "completed")
     assert jobs.runs[("etl", dead)] == 1
+    assert stale["trigger"] == "catch_up"
+    assert firestore_store.get(key).record.trigger == "catch_up"
     again = audit_lines(app, clock, capsys, START + timedelta(hours=3))
     assert [line["outcome"] for line in again] == ["audit_summary"]
     assert jobs.runs[("etl", dead)] == 1

@@ -25,6 +25,7 @@ RUN = SimpleNamespace(
     job_name="nightly-report",
     schedule_time=datetime(2026, 10, 16, 12, tzinfo=UTC),
     attempt_id="attempt-1",
+    trigger="backfill",
 )
 
 
@@ -66,6 +67,7 @@ def test_a_job_line_has_severity_message_run_fields_labels_and_source(lines):
     assert entry["job"] == "nightly-report"
     assert entry["schedule_time"] == "2026-10-16T12:00:00+00:00"
     assert entry["attempt_id"] == "attempt-1"
+    assert entry["trigger"] == "backfill"
     assert entry["logging.googleapis.com/labels"] == {"python_logger": "tests.joblog.job"}
     source = entry["logging.googleapis.com/sourceLocation"]
     assert source["file"] == __file__

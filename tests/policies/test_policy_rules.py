@@ -97,6 +97,13 @@ VARIANTS = [
         "unix-cron",
     ),
     Variant(
+        "local-time-in-daylight-saving-gap",
+        on("nightly-report", lambda p: p.__setitem__("timeZone", "Europe/Berlin")),
+        {"scheduler-daylight-saving": ADVISORY},
+        "nightly-report",
+        "Schedule it in UTC, or at a local time outside 02:00-03:00",
+    ),
+    Variant(
         "cron-out-of-range",
         on("hourly-sync", lambda p: p.__setitem__("schedule", "61 * * * *")),
         {"scheduler-unix-cron-schedule": MANDATORY},

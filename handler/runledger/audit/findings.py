@@ -104,6 +104,8 @@ class AuditReport:
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
     scheduler_unread: str | None = None
+    # What the pass over pending backfill requests did (`runledger.backfill.runs`); None: no pass.
+    backfill: dict[str, Any] | None = None
 
     @property
     def job_states(self) -> str:

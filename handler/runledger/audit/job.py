@@ -5,17 +5,23 @@ The stack's audit Scheduler job delivers under the audit's own job id
 one audit time audit once. It audits from the watermarks
 (`runledger.ledger.watermarks`): each settled run read once. Each catch-up goes
 through the handler's own claim (`catch_up`), as a delivery does, so a late
-Scheduler retry of that run and the audit cannot both run it.
+Scheduler retry of that run and the audit cannot both run it. After judging,
+it runs the pending backfill requests (`runledger.backfill.runs`) through
+the same claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 
 from runledger.audit.report import log_report
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister
+from runledger.backfill.queue import BackfillDocs
+from runledger.backfill.runs import Runner, run_pending
+from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger, RunIdentity
 from runledger.schedules import AuditSettings
 from runledger.sdk.context import RunContext
@@ -27,21 +33,26 @@ def audit_job(
     *,
     lease: timedelta,
     ledger: Callable[[], Ledger],
-    catch_up: Callable[[RunIdentity], str],
+    catch_up: Callable[[RunIdentity, str], str],
     live: Lister | None = None,
+    backfills: Callable[[], BackfillDocs] | None = None,
+    jobs: Mapping[str, JobFn] | None = None,
 ) -> JobFn:
     """The job that audits `settings.schedules` on the ledger `ledger()` returns.
 
     `ledger` is called on each audit, so the store is connected on the first
-    delivery, as for any job; `catch_up` claims and runs one run and returns
-    its outcome. `live` lists the jobs' live state (None: Scheduler is not
-    asked, DEDUP_SCHEDULES says).
+    delivery, as for any job; `catch_up` claims and runs one run under the
+    trigger it is given and returns its outcome. `live` lists the jobs' live
+    state (None: Scheduler is not asked, DEDUP_SCHEDULES says). `backfills`
+    gives the pending backfill requests, run after judging (None: no backfill
+    pass); `jobs` are the jobs served, so a request for one that is not is
+    reported, not run.
     """
 
     def run_audit(context: RunContext) -> None:
         def caught_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
-            return catch_up(run)
+            return catch_up(run, TRIGGER_CATCH_UP)
 
         current = ledger()
         audit = Audit(
@@ -53,6 +64,11 @@ def audit_job(
             live=live,
             marks=current.audit_marks(settings.project, settings.region),
         )
-        log_report(audit.run(), job=settings.job)
+        report = audit.run()
+        if backfills is not None:
+            runner = Runner(current, jobs or {}, audit.identity, catch_up, context.ensure_lease)
+            tally = run_pending(backfills(), runner, settings.project, settings.region)
+            report = replace(report, backfill=tally.to_json())
+        log_report(report, job=settings.job)
 
     return run_audit

@@ -54,6 +54,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             attempts=None if item.record is None else item.record.attempts,
             error=None if item.record is None else item.record.error,
             catch_up=item.catch_up,
+            trigger=None if item.catch_up is None else facts.TRIGGER_CATCH_UP,
         )
     counts = {kind.value: 0 for kind in Finding}
     for item in report.findings:
@@ -84,6 +85,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
         expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
+        backfill=report.backfill,
         **counts,
     )
 

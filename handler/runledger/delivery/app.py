@@ -10,24 +10,30 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runledger import facts
 from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
+from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
 from runledger.delivery.invoker import check_invoker
 from runledger.delivery.log import log_line
+from runledger.delivery.responses import (
+    Response,
+    duplicate_response,
+    error_text,
+    store_response,
+    waited_response,
+)
 from runledger.exceptions import (
     BadRequest,
     LeaseLost,
-    StorePermissionDenied,
     StoreUnavailable,
-    StoreUnusable,
     TerminalJobError,
 )
 from runledger.ledger.lease import LeaseKeeper, Renewals, RenewalScheduler
@@ -41,77 +47,6 @@ from runledger.sdk.registry import JobFn, load_jobs
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    outcome: str
-    message: str
-
-    def body(self) -> dict[str, str]:
-        return {"outcome": self.outcome, "message": self.message}
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _store_response(exc: StoreUnavailable, what: str) -> Response:
-    """Every store failure answers non-2xx, so Cloud Scheduler delivers the run again.
-
-    The outcome names the cause an operator must act on: a permission the
-    deploy granted but IAM has not applied yet, or a database that can never
-    hold the ledger.
-    """
-    if isinstance(exc, StoreUnusable):
-        return Response(500, "store_unusable", f"{what}: {exc}")
-    if isinstance(exc, StorePermissionDenied):
-        return Response(503, "store_permission_denied", f"{what}: {exc}")
-    return Response(503, "store_unavailable", f"{what}: {exc}")
-
-
-def _duplicate_response(duplicate: Duplicate) -> Response:
-    record = duplicate.record
-    if duplicate.status is Status.COMPLETED:
-        return Response(200, "duplicate_completed", "run already completed; work not repeated")
-    if duplicate.status is Status.FAILED:
-        return Response(422, "duplicate_failed", f"run failed terminally: {record.error}")
-    return Response(
-        409,
-        "duplicate_in_progress",
-        f"run in progress under attempt {record.attempt_id} until "
-        f"{record.lease_expires.isoformat()}",
-    )
-
-
-def _waited_response(record: RunRecord) -> Response:
-    """What the holder's outcome means for Scheduler, as the duplicate learnt it by waiting.
-
-    Completed answers 200 and failed for good 422, as for a duplicate of a run
-    already in that state. A retryable failure answers 500, as the holder did,
-    so Scheduler retries and its next delivery claims the released run. Still
-    held when the wait ran out: 409 as without a wait. (A record that is gone or
-    whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
-    """
-    holder = f"attempt {record.attempt_id}"
-    if record.status is Status.COMPLETED:
-        return Response(
-            200,
-            "duplicate_waited_completed",
-            f"run completed under {holder} while this delivery waited; work not repeated",
-        )
-    if record.status is Status.FAILED:
-        return Response(
-            422, "duplicate_waited_failed", f"run failed terminally under {holder}: {record.error}"
-        )
-    if record.status is Status.RELEASED:
-        return Response(
-            500,
-            "duplicate_waited_released",
-            f"run failed retryably under {holder} ({record.error}); released for a retry",
-        )
-    return _duplicate_response(Duplicate(record.status, record))
 
 
 def configured_wait(settings: Settings, audit: AuditSettings) -> DuplicateWait | None:
@@ -135,10 +70,12 @@ class App:
         zones: Mapping[str, ZoneInfo] | None = None,
         audit: AuditSettings | None = None,
         live: Lister | None = None,
+        backfills: Callable[[], BackfillDocs] | None = None,
     ) -> None:
         """`audit` (None: no audit) is served under its own job id (`audit.job`) next to `jobs`.
 
-        `live` lists the audited jobs' live state (None: Scheduler is not asked).
+        `live` lists the audited jobs' live state (None: Scheduler is not asked);
+        `backfills` gives the backfill requests the audit runs (None: no backfill pass).
         """
         self.settings = settings
         self.jobs = jobs
@@ -147,8 +84,10 @@ class App:
                 audit,
                 lease=settings.lease,
                 ledger=lambda: self.ledger,
-                catch_up=lambda run: self.catch_up(run).outcome,
+                catch_up=lambda run, trigger: self.catch_up(run, trigger).outcome,
                 live=live,
+                backfills=backfills,
+                jobs=jobs,
             )
             self.jobs = {**jobs, audit.job: run_audit}
         self._store_factory = store_factory
@@ -188,6 +127,7 @@ class App:
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
             audit=audit,
             live=scheduler_lister(audit.project, audit.region, env),
+            backfills=firestore_backfills(settings) if audit.schedules else None,
         )
 
     @property
@@ -246,10 +186,11 @@ class App:
                 job=run.job,
                 schedule_time=run.schedule_time.isoformat(),
                 manual=run.manual,
+                trigger=run.trigger,
             )
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
-            return _store_response(exc, "ledger unavailable before claim")
+            return store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return self._answer_duplicate(run, result, body, time.monotonic() - started, fields)
@@ -273,20 +214,20 @@ class App:
         """
         wait = self._duplicate_wait
         if wait is None or duplicate.status is not Status.IN_PROGRESS:
-            return _duplicate_response(duplicate)
+            return duplicate_response(duplicate)
         try:
             waited = wait.wait(
                 run.job, spent_s, duplicate.record, lambda: self.ledger.read(run.key), self._clock
             )
         except StoreUnavailable as exc:
-            return _store_response(exc, "ledger unavailable while waiting for the holder")
+            return store_response(exc, "ledger unavailable while waiting for the holder")
         fields.update(waited_s=round(waited.waited_s, 3), wait_polls=waited.polls)
         record = waited.record
         if record is None or (
             record.status is Status.IN_PROGRESS and may_take_over(record, self._clock())
         ):
             return self._take_over(run, record, body, fields)
-        return _waited_response(record)
+        return waited_response(record)
 
     def _take_over(
         self,
@@ -305,26 +246,28 @@ class App:
         try:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
-            return _store_response(exc, "ledger unavailable taking over from a dead holder")
+            return store_response(exc, "ledger unavailable taking over from a dead holder")
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
-            return _duplicate_response(result)
+            return duplicate_response(result)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, body, fields)
 
-    def catch_up(self, run: RunIdentity) -> Response:
+    def catch_up(self, run: RunIdentity, trigger: str = facts.TRIGGER_CATCH_UP) -> Response:
         """Run a scheduled run the audit found missed or released, claimed as a delivery is.
 
         A late Scheduler retry of the same run races this on the one claim, so
-        exactly one of them runs the job. The job sees an empty body.
+        exactly one of them runs the job. The job sees an empty body. `trigger`
+        says who asked (the catch-up, or a backfill request: `runledger.backfill.runs`).
         """
+        run = replace(run, trigger=trigger)
         fields: dict[str, object] = {}
         try:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
-            return _store_response(exc, "ledger unavailable before claim")
+            return store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Duplicate):
-            return _duplicate_response(result)
+            return duplicate_response(result)
         return self._execute(run, result, b"", fields)
 
     def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
@@ -347,7 +290,13 @@ class App:
         self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]
     ) -> Response:
         def on_lost(reason: str) -> None:
-            log_line("WARNING", "lease lost while the job runs", run_key=run.key, reason=reason)
+            log_line(
+                "WARNING",
+                "lease lost while the job runs",
+                run_key=run.key,
+                trigger=run.trigger,
+                reason=reason,
+            )
 
         keeper = LeaseKeeper(self.ledger, claim, on_lost, self._renewals)
         context = RunContext.for_attempt(run, keeper, body)
@@ -360,9 +309,9 @@ class App:
             fields["error"] = str(exc)
             return Response(409, "lease_lost", "another attempt took over this run")
         except TerminalJobError as exc:
-            return self._finish(keeper, Status.FAILED, _error_text(exc), fields)
+            return self._finish(keeper, Status.FAILED, error_text(exc), fields)
         except Exception as exc:
-            return self._finish(keeper, Status.RELEASED, _error_text(exc), fields)
+            return self._finish(keeper, Status.RELEASED, error_text(exc), fields)
         return self._finish(keeper, Status.COMPLETED, None, fields)
 
     def _finish(
@@ -390,4 +339,4 @@ class App:
                 409, "lease_lost", "another attempt took over this run; result not recorded"
             )
         except StoreUnavailable as exc:
-            return _store_response(exc, "could not record the outcome")
+            return store_response(exc, "could not record the outcome")

@@ -24,6 +24,8 @@ from runledger.facts import (
     JOB_HEADER,
     JOB_ID,
     SCHEDULE_HEADER,
+    TRIGGER_MANUAL,
+    TRIGGER_SCHEDULED,
 )
 from runledger.ledger.machine import RunIdentity
 
@@ -162,6 +164,7 @@ def _unstamped(job: str, project: str, region: str, window: timedelta, index: in
         project=project,
         region=region,
         manual=True,
+        trigger=TRIGGER_MANUAL,
     )
 
 
@@ -261,6 +264,7 @@ def identify_delivery(
             project=project,
             region=region,
             manual=manual,
+            trigger=TRIGGER_MANUAL if manual else TRIGGER_SCHEDULED,
         )
     )
 

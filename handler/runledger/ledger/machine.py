@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
+from runledger.facts import TRIGGER_SCHEDULED
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
 from runledger.ledger.store import RunStore, WorkStore
 from runledger.ledger.watermarks import AuditStore, LedgerMarks
@@ -77,6 +78,8 @@ class RunIdentity:
     project: str
     region: str
     manual: bool
+    # What starts this attempt (facts.TRIGGERS); it goes to the record and the log lines.
+    trigger: str = TRIGGER_SCHEDULED
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def _fresh_record(
         manual=run.manual,
         attempts=1,
         claimed_at=now,
+        trigger=run.trigger,
     )
 
 
@@ -161,6 +165,10 @@ class Ledger:
         """The run's record as stored, for callers that only look at it."""
         found = self._store.get(key)
         return found.record if found else None
+
+    def read_versioned(self, key: str) -> Versioned | None:
+        """The run's record and its version, for a fenced write that follows (backfill)."""
+        return self._store.get(key)
 
     def read_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
         """The records among `keys` that exist, in one round trip (the audit's read)."""

@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from runledger.facts import TRIGGER_SCHEDULED
 from runledger.ledger.document import Document
 
 
@@ -43,6 +44,8 @@ class RunRecord(Document):
     claimed_at: datetime
     finished_at: datetime | None = None
     error: str | None = None
+    # What started the attempt that wrote the record (facts.TRIGGERS); older records: scheduled.
+    trigger: str = TRIGGER_SCHEDULED
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

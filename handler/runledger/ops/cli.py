@@ -9,6 +9,9 @@
     audit    every scheduled time of every job in DEDUP_SCHEDULES over --since,
              held against the ledger: missed, stale, failed and released runs
              (exit 1 when there is any finding, 2 when the audit cannot run)
+    backfill run a job's past scheduled times in [--from, --to) again, once each,
+             by the handler's audit (runledger.backfill; --dry-run writes nothing)
+    describe one job: schedule, overlap, live state, next and recent runs, counts
 
 Talks to the Firestore emulator when FIRESTORE_EMULATOR_HOST is set, else to
 --project with application-default credentials. Every failure is one line on
@@ -34,6 +37,7 @@ from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
+from runledger.ops import backfill, describe
 from runledger.ops.ledger_ops import LedgerOps, OpsError
 from runledger.ops.output import Printer, describe_release, one_line, print_audit
 from runledger.schedules import JobSchedule
@@ -119,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="look-back window, e.g. 90m, 2h, 3600s (default: DEDUP_AUDIT_LOOKBACK_SECONDS, 6h)",
     )
     audit.add_argument("--job", help="only this Cloud Scheduler job id")
+    backfill.add_parser(commands, common)
+    describe.add_parser(commands, common)
     return parser
 
 
@@ -295,6 +301,12 @@ def main(
             print(f"error: {_error_line(exc)}", file=stderr)
         return EXIT_AUDIT_FAILED
     try:
+        if args.command == "backfill":
+            client = client_factory(args, env)
+            return backfill.run(args, env, clock(), client, stdout, _operator())
+        if args.command == "describe":
+            client = client_factory(args, env)
+            return describe.run(args, env, clock(), client, lister_factory, stdout)
         ops = LedgerOps(client_factory(args, env), args.collection)
         return run_command(args, ops, clock(), stdin, stdout, stderr)
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runledger.exceptions import LeaseLost
+from runledger.facts import TRIGGER_SCHEDULED
 from runledger.ledger.lease import LeaseKeeper
 from runledger.ledger.workitem import WorkItem
 from runledger.sdk.work import RunWork
@@ -37,6 +38,8 @@ class RunContext:
     _work_lock: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
+    # What started this attempt (facts.TRIGGERS): a delivery, a catch-up or a backfill.
+    trigger: str = TRIGGER_SCHEDULED
 
     @classmethod
     def for_attempt(cls, run: RunIdentity, keeper: LeaseKeeper, body: bytes) -> RunContext:
@@ -55,6 +58,7 @@ class RunContext:
             manual=run.manual,
             body=body,
             _lease=keeper,
+            trigger=run.trigger,
         )
 
     def lease_held(self) -> bool:

@@ -62,6 +62,7 @@ def run_fields(context: RunContext) -> Iterator[None]:
             "job": context.job_name,
             "schedule_time": context.schedule_time.isoformat(),
             "attempt_id": context.attempt_id,
+            "trigger": context.trigger,
         }
     )
     try:

@@ -59,7 +59,7 @@ def ledger_window_s(config: ScheduleConfig) -> int:
     30-minute window holds two audit deliveries; hourly-sync's first attempt and its 5
     retries (10 s backoff, doubling) fail within about 5 minutes of :05;
     nightly-report's 4 attempts (60 s backoff, doubling twice) within about 7 minutes
-    of 02:30 Berlin; invoice-export's single weekday attempt adds one more. An outage
+    of 03:30 Berlin; invoice-export's single weekday attempt adds one more. An outage
     of a few minutes around one of those runs pages, and any longer one pages within
     about 30 minutes from the audit's own deliveries.
     """

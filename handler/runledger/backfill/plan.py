@@ -1,0 +1,103 @@
+"""What a backfill would run: a job's schedule times in [start, end), held against the ledger.
+
+The times come from the audit's own code (`audit.expected.expected_runs`,
+daylight saving included) and the records are read by key, as the audit reads:
+
+    completed                          -> left alone
+    in progress under a live lease     -> left to its holder
+    failed for good                    -> rerun_failed with --include-failed, else left
+    no record, released, lease ran out -> run
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from runledger.audit.expected import expected_runs
+from runledger.audit.findings import rfc3339
+from runledger.audit.runner import BATCH
+from runledger.delivery.identify import run_key
+from runledger.ledger.machine import may_take_over
+from runledger.ledger.record import RunRecord, Status
+from runledger.schedules import JobSchedule
+
+ACTION_RUN = "run"
+ACTION_RERUN_FAILED = "rerun_failed"
+_TINY = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    job: str
+    schedule_time: datetime
+    action: str
+
+    def to_json(self) -> dict[str, str]:
+        when = rfc3339(self.schedule_time)
+        return {"job": self.job, "schedule_time": when, "action": self.action}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a backfill would run, and the times it leaves alone, by reason."""
+
+    runs: list[PlannedRun]
+    left: dict[str, int] = field(default_factory=dict)
+
+
+def plan(
+    job: JobSchedule,
+    start: datetime,
+    end: datetime,
+    read: Callable[[Sequence[str]], Mapping[str, RunRecord]],
+    project: str,
+    region: str,
+    include_failed: bool,
+    now: datetime,
+) -> Plan:
+    """The times of `job` in [start, end) a backfill runs; AuditTooLarge past expected.MAX_READS."""
+    # expected_runs lists (start, end]; shifting both by a microsecond makes it [start, end).
+    listed = [
+        run
+        for run in expected_runs([job], start - _TINY, end - _TINY)
+        if start <= run.schedule_time < end
+    ]
+    keys = {
+        instant: run_key(job.id, instant, project, region, manual=False)
+        for run in listed
+        for instant in run.instants
+    }
+    wanted = list(keys.values())
+    records: dict[str, RunRecord] = {}
+    for offset in range(0, len(wanted), BATCH):
+        records.update(read(wanted[offset : offset + BATCH]))
+    runs: list[PlannedRun] = []
+    left: dict[str, int] = {}
+    for run in listed:
+        present = [
+            records[keys[instant]]
+            for instant in run.instants
+            if keys[instant] in records and not records[keys[instant]].is_expired(now)
+        ]
+        reason = _left_because(present, include_failed, now)
+        if reason is not None:
+            left[reason] = left.get(reason, 0) + 1
+            continue
+        failed = any(record.status is Status.FAILED for record in present)
+        action = ACTION_RERUN_FAILED if failed else ACTION_RUN
+        runs.append(PlannedRun(job.id, run.schedule_time, action))
+    return Plan(runs, left)
+
+
+def _left_because(present: list[RunRecord], include_failed: bool, now: datetime) -> str | None:
+    if any(record.status is Status.COMPLETED for record in present):
+        return "completed"
+    if any(
+        record.status is Status.IN_PROGRESS and not may_take_over(record, now) for record in present
+    ):
+        return "in_progress"
+    if any(record.status is Status.FAILED for record in present) and not include_failed:
+        return "failed (add --include-failed to rerun)"
+    return None

@@ -1,0 +1,84 @@
+"""What a delivery is answered: a status code Cloud Scheduler acts on, an outcome, a message.
+
+`delivery.app` says how Cloud Scheduler treats each status code; the outcome
+names what happened, for the handler's log line and the stack's metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
+from runledger.ledger.machine import Duplicate
+from runledger.ledger.record import RunRecord, Status
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    outcome: str
+    message: str
+
+    def body(self) -> dict[str, str]:
+        return {"outcome": self.outcome, "message": self.message}
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def store_response(exc: StoreUnavailable, what: str) -> Response:
+    """Every store failure answers non-2xx, so Cloud Scheduler delivers the run again.
+
+    The outcome names the cause an operator must act on: a permission the
+    deploy granted but IAM has not applied yet, or a database that can never
+    hold the ledger.
+    """
+    if isinstance(exc, StoreUnusable):
+        return Response(500, "store_unusable", f"{what}: {exc}")
+    if isinstance(exc, StorePermissionDenied):
+        return Response(503, "store_permission_denied", f"{what}: {exc}")
+    return Response(503, "store_unavailable", f"{what}: {exc}")
+
+
+def duplicate_response(duplicate: Duplicate) -> Response:
+    record = duplicate.record
+    if duplicate.status is Status.COMPLETED:
+        return Response(200, "duplicate_completed", "run already completed; work not repeated")
+    if duplicate.status is Status.FAILED:
+        return Response(422, "duplicate_failed", f"run failed terminally: {record.error}")
+    return Response(
+        409,
+        "duplicate_in_progress",
+        f"run in progress under attempt {record.attempt_id} until "
+        f"{record.lease_expires.isoformat()}",
+    )
+
+
+def waited_response(record: RunRecord) -> Response:
+    """What the holder's outcome means for Scheduler, as the duplicate learnt it by waiting.
+
+    Completed answers 200 and failed for good 422, as for a duplicate of a run
+    already in that state. A retryable failure answers 500, as the holder did,
+    so Scheduler retries and its next delivery claims the released run. Still
+    held when the wait ran out: 409 as without a wait. (A record that is gone or
+    whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
+    """
+    holder = f"attempt {record.attempt_id}"
+    if record.status is Status.COMPLETED:
+        return Response(
+            200,
+            "duplicate_waited_completed",
+            f"run completed under {holder} while this delivery waited; work not repeated",
+        )
+    if record.status is Status.FAILED:
+        return Response(
+            422, "duplicate_waited_failed", f"run failed terminally under {holder}: {record.error}"
+        )
+    if record.status is Status.RELEASED:
+        return Response(
+            500,
+            "duplicate_waited_released",
+            f"run failed retryably under {holder} ({record.error}); released for a retry",
+        )
+    return duplicate_response(Duplicate(record.status, record))

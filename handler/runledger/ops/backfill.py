@@ -1,0 +1,169 @@
+"""`python -m runledger.ops backfill`: plan a backfill, and record it for the handler's audit.
+
+Settings come from the environment the handler runs with (DEDUP_SCHEDULES, the
+run keys' project and region, DEDUP_AUDIT_JOB, DEDUP_RETENTION_SECONDS), as for
+`ops audit`. The CLI writes only the request and its place in the queue
+(`runledger.backfill.queue`); the deployed handler's audit job runs it, with the
+production job code and identity. Starting that audit now is one
+`gcloud scheduler jobs run` (gcloud reference, "gcloud scheduler jobs run":
+JOB positional, `--location`, `--project`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from runledger.audit.expected import AuditTooLarge
+from runledger.audit.findings import rfc3339
+from runledger.backfill import queue
+from runledger.backfill.firestore_store import FirestoreBackfills
+from runledger.backfill.plan import Plan, plan
+from runledger.config import Settings
+from runledger.exceptions import ConfigError
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ops.ledger_ops import OpsError
+from runledger.schedules import AuditSettings, JobSchedule, audit_settings
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An RFC 3339 timestamp with its offset (`Z` or `+02:00`), as UTC."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None or "T" not in text.upper():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 timestamp with an offset, e.g. 2026-10-14T00:00:00Z"
+        )
+    return moment.astimezone(UTC)
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    sub = commands.add_parser(
+        "backfill",
+        parents=[common],
+        help="run a job's past scheduled times again, once each",
+        description=(
+            "Lists the job's scheduled times in [--from, --to) as the audit does, leaves "
+            "completed runs alone and records a backfill request the handler's audit job runs "
+            "(through the same claim as a delivery). --json with --dry-run: the times it would "
+            "run, each with job, schedule_time and action (run or rerun_failed)."
+        ),
+    )
+    sub.add_argument("--job", required=True, help="Cloud Scheduler job id (in DEDUP_SCHEDULES)")
+    sub.add_argument("--from", dest="start", required=True, type=parse_timestamp, help="RFC 3339")
+    sub.add_argument("--to", dest="end", required=True, type=parse_timestamp, help="RFC 3339")
+    sub.add_argument(
+        "--include-failed", action="store_true", help="also rerun runs that failed for good"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
+
+
+def job_settings(env: Mapping[str, str], job: str) -> tuple[Settings, AuditSettings, JobSchedule]:
+    """The handler's settings, the audit's, and `job`'s schedule; OpsError naming the key."""
+    try:
+        settings = Settings.from_env(env)
+        audit = audit_settings(env, settings)
+    except ConfigError as exc:
+        raise OpsError(str(exc)) from exc
+    if not audit.schedules:
+        raise OpsError("DEDUP_SCHEDULES: not set; export the schedules the handler runs with")
+    schedule = audit.schedule(job)
+    if schedule is None:
+        raise OpsError(f"--job: {job!r} is not in DEDUP_SCHEDULES")
+    return settings, audit, schedule
+
+
+def start_audit_command(audit: AuditSettings) -> str:
+    return (
+        f"gcloud scheduler jobs run {audit.job} --location={audit.region} --project={audit.project}"
+    )
+
+
+def run(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    now: datetime,
+    client: Any,
+    stdout: IO[str],
+    operator: str,
+) -> int:
+    settings, audit, schedule = job_settings(env, args.job)
+    if args.start >= args.end:
+        raise OpsError("--from must be earlier than --to (the range is [--from, --to))")
+    if args.end > now:
+        raise OpsError(f"--to {rfc3339(args.end)} is in the future; backfill past times")
+    # A record may be gone past the retention, so an older run would read as never run;
+    # one lease less leaves the backfill's own run time to finish before its record expires.
+    limit = now - (settings.retention - settings.lease)
+    if args.start < limit:
+        raise OpsError(
+            f"--from {rfc3339(args.start)} reaches past the ledger retention "
+            f"({int(settings.retention.total_seconds())} s, DEDUP_RETENTION_SECONDS, less one "
+            f"lease): runs older than {rfc3339(limit)} cannot be told apart from "
+            "runs that never ran"
+        )
+    store = FirestoreRunStore(client, args.collection)
+    try:
+        planned = plan(
+            schedule,
+            args.start,
+            args.end,
+            store.get_many,
+            audit.project,
+            audit.region,
+            args.include_failed,
+            now,
+        )
+    except AuditTooLarge as exc:
+        raise OpsError(f"backfill too large: {exc}") from exc
+    if args.dry_run:
+        _print_plan(planned, args.json, stdout, "dry run, nothing written: would run")
+        return 0
+    key = queue.request_key(
+        audit.project, audit.region, schedule.id, args.start, args.end, args.include_failed
+    )
+    docs = FirestoreBackfills(client, args.collection)
+    found = docs.get(key)
+    if found is None and not planned.runs:
+        _print_plan(planned, args.json, stdout, "nothing to backfill: would run")
+        return 0
+    document = queue.request_document(
+        schedule.id, args.start, args.end, args.include_failed, planned.runs, now, operator
+    )
+    created, stored = queue.record_request(docs, audit.project, audit.region, key, document)
+    command = start_audit_command(audit)
+    status = "recorded" if created else f"already recorded ({stored.get('status')})"
+    if args.json:
+        runs = [run.to_json() for run in planned.runs] if created else []
+        print(
+            json.dumps({"request": key, "status": status, "runs": runs, "start_audit": command}),
+            file=stdout,
+        )
+        return 0
+    if created:
+        _print_plan(planned, False, stdout, f"backfill request {key} recorded: will run")
+    else:
+        print(
+            f"backfill request {key} {status}: nothing new written; "
+            f"{stored.get('next', 0)} of {len(stored.get('times', []))} time(s) taken so far",
+            file=stdout,
+        )
+    if stored.get("status") == queue.PENDING:
+        print(f"the next audit runs it; to start the audit now: {command}", file=stdout)
+    return 0
+
+
+def _print_plan(planned: Plan, as_json: bool, out: IO[str], heading: str) -> None:
+    if as_json:
+        print(json.dumps([run.to_json() for run in planned.runs]), file=out)
+        return
+    print(f"{heading} {len(planned.runs)} scheduled time(s)", file=out)
+    for item in planned.runs:
+        print(f"  {item.job}  {rfc3339(item.schedule_time)}  {item.action}", file=out)
+    for reason, count in sorted(planned.left.items()):
+        print(f"left alone: {count} {reason}", file=out)

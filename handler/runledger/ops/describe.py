@@ -1,0 +1,232 @@
+"""`python -m runledger.ops describe --job J`: one job as an operator asks about it.
+
+Its schedule and time zone, its overlap policy, its live state in Cloud
+Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
+says why), the next 10 schedule times, the most recent 10 with what the ledger
+holds for each, and counts over the audit's look-back. Times come from the
+audit's own code (`audit.expected.schedule_times`), records are read by computed key
+in batches, the audit's epoch bounds what can count as missed: no query, no index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+from runledger.audit.expected import ExpectedRun, schedule_times
+from runledger.audit.findings import judge, rfc3339
+from runledger.audit.runner import BATCH
+from runledger.audit.scheduler_state import Lister
+from runledger.delivery.identify import run_key
+from runledger.exceptions import SchedulerUnreadable
+from runledger.ledger.epochs import read_epochs
+from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.record import RunRecord, Status
+from runledger.ops.backfill import job_settings
+from runledger.schedules import VARIABLE
+
+SHOWN = 10
+COUNTED = ("completed", "failed", "released", "skipped", "missed")
+# Windows tried in turn for the next times: a minutely job needs the first, a yearly one the last.
+_AHEAD = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=3700))
+
+
+def add_parser(commands: Any, common: Any) -> None:
+    sub = commands.add_parser(
+        "describe",
+        parents=[common],
+        help="one job: schedule, live state, next and recent runs, counts",
+        description=(
+            "The job's schedule and time zone, overlap policy, live state in Cloud Scheduler, "
+            "next 10 scheduled times, the 10 most recent with status, trigger, attempts and "
+            "duration, and counts over the audit's look-back. --json: one object."
+        ),
+    )
+    sub.add_argument("--job", required=True, help="Cloud Scheduler job id (in DEDUP_SCHEDULES)")
+
+
+def overlap_policy(env: Mapping[str, str], job: str) -> str:
+    """The job's `overlap` as DEDUP_SCHEDULES carries it; `allow` when the entry has none."""
+    try:
+        entries = json.loads(env.get(VARIABLE, "") or "[]")
+    except ValueError:
+        entries = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == job:
+            return str(entry.get("overlap", "allow"))
+    return "allow"
+
+
+@dataclass(frozen=True)
+class Recent:
+    schedule_time: datetime
+    status: str
+    record: RunRecord | None
+    run_key: str
+
+    def to_json(self) -> dict[str, Any]:
+        record = self.record
+        duration = None
+        if record is not None and record.finished_at is not None:
+            duration = round((record.finished_at - record.claimed_at).total_seconds(), 3)
+        return {
+            "schedule_time": rfc3339(self.schedule_time),
+            "status": self.status,
+            "trigger": None if record is None else record.trigger,
+            "attempts": None if record is None else record.attempts,
+            "duration_s": duration,
+            "run_key": self.run_key,
+        }
+
+
+def _next_times(job: Any, now: datetime) -> list[datetime]:
+    for ahead in _AHEAD:
+        times = [run.schedule_time for run in schedule_times(job, now, now + ahead)]
+        if len(times) >= SHOWN or ahead == _AHEAD[-1]:
+            return times[:SHOWN]
+    return []
+
+
+def _status(
+    run: ExpectedRun,
+    present: list[RunRecord],
+    now: datetime,
+    lease: timedelta,
+    epoch: datetime | None,
+    paused_since: datetime | bool | None,
+) -> str:
+    """What the ledger says of one time, in the audit's words where it judges it."""
+    if any(record.status is Status.COMPLETED for record in present):
+        return "completed"
+    finding = judge(run, present, now, lease)
+    if finding is not None and finding.value in ("missed", "stale"):
+        if epoch is not None and run.schedule_time < epoch:
+            return "before_epoch"
+        if paused_since is True or (
+            isinstance(paused_since, datetime) and run.schedule_time >= paused_since
+        ):
+            return "paused"
+        return "missed" if not present else "stale"
+    if finding is not None:
+        return finding.value
+    return present[0].status.value if present else "pending"
+
+
+def describe(
+    args: Any,
+    env: Mapping[str, str],
+    now: datetime,
+    client: Any,
+    lister_factory: Callable[[str, str, Mapping[str, str]], Lister],
+) -> dict[str, Any]:
+    settings, audit, job = job_settings(env, args.job)
+    try:
+        live = lister_factory(audit.project, audit.region, env)().get(job.id)
+        state: dict[str, Any] = {"read": True}
+        if live is None:
+            state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
+        else:
+            state.update(
+                paused=live.paused,
+                detail="paused" if live.paused else "enabled",
+                since=None if live.since is None else rfc3339(live.since),
+            )
+    except SchedulerUnreadable as exc:
+        live = None
+        state = {"read": False, "paused": None, "detail": f"could not be read: {exc}"}
+    paused: datetime | bool | None = False
+    if live is not None and live.paused:
+        paused = live.since if live.since is not None else True
+    elif live is None and job.paused:
+        paused = True
+    store = FirestoreRunStore(client, args.collection)
+    epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
+    start = now - audit.lookback
+    listed = schedule_times(job, start, now)
+    keys = {
+        instant: run_key(job.id, instant, audit.project, audit.region, manual=False)
+        for run in listed
+        for instant in run.instants
+    }
+    wanted = list(keys.values())
+    records: dict[str, RunRecord] = {}
+    for offset in range(0, len(wanted), BATCH):
+        records.update(store.get_many(wanted[offset : offset + BATCH]))
+    recent: list[Recent] = []
+    counts = dict.fromkeys(COUNTED, 0)
+    for run in listed:
+        present = [
+            records[keys[instant]]
+            for instant in run.instants
+            if keys[instant] in records and not records[keys[instant]].is_expired(now)
+        ]
+        status = _status(run, present, now, settings.lease, epoch, paused)
+        counted = "missed" if status == "stale" else status
+        if counted in counts:
+            counts[counted] += 1
+        record = present[0] if present else None
+        recent.append(Recent(run.schedule_time, status, record, keys[run.instants[0]]))
+    zone = job.zone
+    upcoming = _next_times(job, now)
+    return {
+        "job": job.id,
+        "schedule": job.schedule,
+        "time_zone": job.time_zone,
+        "overlap": overlap_policy(env, job.id),
+        "state": state,
+        "next": [rfc3339(moment) for moment in upcoming],
+        "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],
+        "recent": [item.to_json() for item in reversed(recent[-SHOWN:])],
+        "counts": counts,
+        "lookback_s": int(audit.lookback.total_seconds()),
+        "epoch": None if epoch is None else rfc3339(epoch),
+        "now": rfc3339(now),
+    }
+
+
+def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
+    if as_json:
+        print(json.dumps(view), file=out)
+        return
+    state = view["state"]
+    live = state["detail"] + (f" since {state['since']}" if state.get("since") else "")
+    lines = [
+        f"job          {view['job']}",
+        f"schedule     {view['schedule']} ({view['time_zone']})",
+        f"overlap      {view['overlap']}",
+        f"live state   {live}",
+        f"audit epoch  {view['epoch'] or '-'}",
+        f"next {len(view['next'])} scheduled time(s):",
+    ]
+    for utc, local in zip(view["next"], view["next_local"], strict=True):
+        lines.append(f"  {utc}  (local {local})")
+    lines.append(f"most recent {len(view['recent'])} scheduled time(s):")
+    lines.append(f"  {'SCHEDULED':<21} {'STATUS':<13} {'TRIGGER':<10} TRIES  DURATION")
+    for item in view["recent"]:
+        tries = "-" if item["attempts"] is None else str(item["attempts"])
+        duration = "-" if item["duration_s"] is None else f"{item['duration_s']:g} s"
+        lines.append(
+            f"  {item['schedule_time']:<21} {item['status']:<13} {item['trigger'] or '-':<10} "
+            f"{tries:>5}  {duration}"
+        )
+    hours = view["lookback_s"] / 3600
+    counts = ", ".join(f"{count} {name}" for name, count in view["counts"].items())
+    lines.append(f"over the audit's look-back ({hours:g} h): {counts}")
+    for line in lines:
+        print(line, file=out)
+
+
+def run(
+    args: Any,
+    env: Mapping[str, str],
+    now: datetime,
+    client: Any,
+    lister_factory: Callable[[str, str, Mapping[str, str]], Lister],
+    out: IO[str],
+) -> int:
+    view = describe(args, env, now.astimezone(UTC), client, lister_factory)
+    print_view(view, args.json, out)
+    return 0
