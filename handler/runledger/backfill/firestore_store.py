@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from google.api_core import exceptions as gexc
-
-from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.firestore_store import (
     AUDIT_COLLECTION,
     CALL_DEADLINE_S,
     _retry,
     _unavailable_on_transport_errors,
+    create_document,
+    update_document,
 )
 
 if TYPE_CHECKING:
@@ -45,22 +44,7 @@ class FirestoreBackfills:
         return snapshot.to_dict(), snapshot.update_time
 
     def create(self, key: str, data: Mapping[str, Any]) -> Any:
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._docs.document(key).create(
-                    dict(data), retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except gexc.AlreadyExists as exc:
-                raise RecordExists(key) from exc
-        return result.update_time
+        return create_document(self._docs.document(key), dict(data))
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
-        option = self._client.write_option(last_update_time=version)
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._docs.document(key).update(
-                    dict(changes), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                raise VersionConflict(key) from exc
-        return result.update_time
+        return update_document(self._client, self._docs.document(key), dict(changes), version)

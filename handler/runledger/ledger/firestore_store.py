@@ -87,6 +87,36 @@ def _unavailable_on_transport_errors() -> Iterator[None]:
         raise _store_error(exc) from exc
 
 
+def create_document(doc: firestore.DocumentReference, data: dict[str, Any]) -> Any:
+    """Creates `doc` only if it does not exist (exists=false): `RecordExists` otherwise.
+
+    The one precondition every first write of the ledger relies on: a claim, an
+    epoch, a watermark shard, a backfill request.
+    """
+    with _unavailable_on_transport_errors():
+        try:
+            result = doc.create(data, retry=_retry(), timeout=CALL_DEADLINE_S)
+        except gexc.AlreadyExists as exc:
+            raise RecordExists(doc.id) from exc
+    return result.update_time
+
+
+def update_document(
+    client: firestore.Client, doc: firestore.DocumentReference, data: dict[str, Any], version: Any
+) -> Any:
+    """Updates `doc` only at the update time read (`version`): `VersionConflict` otherwise.
+
+    update(), unlike set(), also fails on a document deleted since: a compare-and-set.
+    """
+    option = client.write_option(last_update_time=version)
+    with _unavailable_on_transport_errors():
+        try:
+            result = doc.update(data, option=option, retry=_retry(), timeout=CALL_DEADLINE_S)
+        except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+            raise VersionConflict(doc.id) from exc
+    return result.update_time
+
+
 class FirestoreRunStore:
     def __init__(self, client: firestore.Client, collection: str) -> None:
         self._client = client
@@ -114,25 +144,10 @@ class FirestoreRunStore:
         }
 
     def create(self, key: str, record: RunRecord) -> Any:
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._collection.document(key).create(
-                    record.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except gexc.AlreadyExists as exc:
-                raise RecordExists(key) from exc
-        return result.update_time
+        return create_document(self._collection.document(key), record.to_document())
 
     def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
-        option = self._client.write_option(last_update_time=version)
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._collection.document(key).update(
-                    dict(changes), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                raise VersionConflict(key) from exc
-        return result.update_time
+        return update_document(self._client, self._collection.document(key), dict(changes), version)
 
     def get_items(self, key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
         if not item_ids:
@@ -198,27 +213,14 @@ class FirestoreRunStore:
         }
 
     def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._epochs.document(key).create(
-                    epoch.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except gexc.AlreadyExists as exc:
-                raise RecordExists(key) from exc
-        return result.update_time
+        return create_document(self._epochs.document(key), epoch.to_document())
 
     def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
         # update() with every field, guarded by the last update time read: a
         # compare-and-set that, unlike set(), fails on a document deleted since.
-        option = self._client.write_option(last_update_time=version)
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._epochs.document(key).update(
-                    epoch.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                raise VersionConflict(key) from exc
-        return result.update_time
+        return update_document(
+            self._client, self._epochs.document(key), epoch.to_document(), version
+        )
 
     def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
         refs = [self._shards.document(key) for key in keys]
@@ -231,24 +233,11 @@ class FirestoreRunStore:
         }
 
     def create_shard(self, key: str, shard: StoredShard) -> Any:
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._shards.document(key).create(
-                    shard.to_document(), retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except gexc.AlreadyExists as exc:
-                raise RecordExists(key) from exc
-        return result.update_time
+        return create_document(self._shards.document(key), shard.to_document())
 
     def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
         # As replace_epoch: every field, at the update time read; the one map
         # field `jobs` is replaced whole, so a job's mark is never half-merged.
-        option = self._client.write_option(last_update_time=version)
-        with _unavailable_on_transport_errors():
-            try:
-                result = self._shards.document(key).update(
-                    shard.to_document(), option=option, retry=_retry(), timeout=CALL_DEADLINE_S
-                )
-            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
-                raise VersionConflict(key) from exc
-        return result.update_time
+        return update_document(
+            self._client, self._shards.document(key), shard.to_document(), version
+        )
