@@ -24,6 +24,8 @@ def notification_channels(scope: MonitoringScope) -> tuple[pulumi.Input[str], ..
         # The readable part alone maps a.b@x.com and a-b@x.com to one name; the hash of
         # the exact address keeps distinct addresses apart. A channel named by the slug
         # alone before keeps its resource through the alias, unless its slug is shared.
+        # Temporary, like `Placement.moved_from` (same removal condition): drop it once
+        # every stack that had slug-named channels has run `pulumi up` with it.
         old_name = placement.name(f"alert-email-{slug}")
         channel = gcp.monitoring.NotificationChannel(
             placement.name(f"alert-email-{slug}-{_digest(email)}"),
