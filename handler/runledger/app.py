@@ -32,6 +32,7 @@ from runledger.jobs import JobFn, load_jobs
 from runledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger import Claim, Duplicate, Ledger, RunIdentity, may_take_over
 from runledger.log import log_line
+from runledger.overlap import OverlapLedger, Yielded, yielded_answer
 from runledger.record import RunRecord, Status
 from runledger.scheduler_state import scheduler_lister
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
@@ -76,6 +77,10 @@ def _duplicate_response(duplicate: Duplicate) -> Response:
         return Response(200, "duplicate_completed", "run already completed; work not repeated")
     if duplicate.status is Status.FAILED:
         return Response(422, "duplicate_failed", f"run failed terminally: {record.error}")
+    if duplicate.status is Status.SKIPPED:
+        return Response(
+            200, "duplicate_skipped", f"run skipped, yielded to run {record.yielded_to}"
+        )
     return Response(
         409,
         "duplicate_in_progress",
@@ -132,6 +137,7 @@ class App:
         renewals: Renewals | None = None,
         duplicate_wait: DuplicateWait | None = None,
         zones: Mapping[str, ZoneInfo] | None = None,
+        overlaps: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
         self.jobs = jobs
@@ -147,6 +153,8 @@ class App:
         # Each scheduled job's time zone (DEDUP_SCHEDULES): a wall time the clocks repeat
         # is one run (`delivery.wall_time_instant`).
         self.zones = dict(zones or {})
+        # Each scheduled job's overlap policy (DEDUP_SCHEDULES; absent: allow).
+        self.overlaps = dict(overlaps or {})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -170,6 +178,7 @@ class App:
             firestore_store,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
+            overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
         )
         install_audit(app, audit, scheduler_lister(audit.project, audit.region, env))
         return app
@@ -178,8 +187,9 @@ class App:
     def ledger(self) -> Ledger:
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = Ledger(
+                self._ledger = OverlapLedger(
                     self._store_factory(),
+                    policies=self.overlaps,
                     lease=self.settings.lease,
                     retention=self.settings.retention,
                     clock=self._clock,
@@ -234,6 +244,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return _store_response(exc, "ledger unavailable before claim")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return self._answer_duplicate(run, result, body, time.monotonic() - started, fields)
@@ -290,6 +302,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return _store_response(exc, "ledger unavailable taking over from a dead holder")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return _duplicate_response(result)
@@ -307,6 +321,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return _store_response(exc, "ledger unavailable before claim")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             return _duplicate_response(result)
         return self._execute(run, result, b"", fields)

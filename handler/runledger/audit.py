@@ -19,6 +19,7 @@ skew). Then:
     failed                           -> failed
     released (retryable failure)     -> released   (Scheduler's retries are over)
     completed, or still running      -> nothing to report
+    skipped (`runledger.overlap`)    -> deliberately not run: counted in the summary
 
 Before that, each job's live state comes from Cloud Scheduler, one listing per
 audit (`runledger.scheduler_state`); where Scheduler cannot be read, from
@@ -62,6 +63,7 @@ from runledger.delivery import run_key
 from runledger.expected import ExpectedRun, listed_runs, schedule_times
 from runledger.ledger import RunIdentity, may_take_over
 from runledger.log import log_line
+from runledger.overlap import skipped
 from runledger.record import RunRecord, Status
 from runledger.scheduler_state import Lister, LiveJob, SchedulerUnreadable
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule
@@ -162,6 +164,7 @@ class AuditReport:
     expired: int = 0
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
+    skipped: int = 0  # runs an overlap policy skipped: deliberately not run, not findings
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
     scheduler_unread: str | None = None
 
@@ -187,7 +190,7 @@ def judge(
         return None
     if not records:
         return Finding.MISSED
-    if any(record.status is Status.COMPLETED for record in records):
+    if any(record.status is Status.COMPLETED for record in records) or skipped(records):
         return None
     record = records[0]
     if record.status is Status.IN_PROGRESS:
@@ -280,8 +283,10 @@ class Audit:
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = self._keys(settled)
         records = self._read_all(list(keys.values()))
+        skips = 0
         for run in settled:
             present = _present(run, records, keys, now)
+            skips += skipped([record for _, record in present])
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
                 when = present[0][0] if present else run.schedule_time
@@ -294,6 +299,7 @@ class Audit:
             before_epoch=len(listed) - len(runs) - len(held),
             reads=len(judged) + len(keys),
             paused_runs=len(held),
+            skipped=skips,
         )
 
     def _keys(self, runs: Sequence[ExpectedRun]) -> dict[tuple[str, datetime], str]:
@@ -351,6 +357,7 @@ class Audit:
         new_marks: dict[str, JobMark] = {}
         reported: dict[str, list[AuditFinding]] = {}
         still_open: dict[str, list[AuditFinding]] = {}
+        skips = 0
         for walk in walks:
             job = walk.job
             keep: list[OpenRun] = []
@@ -360,8 +367,10 @@ class Audit:
                 present = _present(run, records, keys, now)
                 found = [record for _, record in present]
                 finding = judge(run, found, now, self._lease)
+                skips += before is None and skipped(found)
                 if finding is None:
-                    if not any(record.status is Status.COMPLETED for record in found):
+                    done = skipped(found) or any(r.status is Status.COMPLETED for r in found)
+                    if not done:
                         keep.append(OpenRun(run.instants, None))  # a live lease: look again
                     continue
                 keep.append(OpenRun(run.instants, finding.value))
@@ -408,6 +417,7 @@ class Audit:
             open=tuple(item for items in still_open.values() for item in items),
             deferred=sum(walk.deferred for walk in walks),
             expired=expired,
+            skipped=skips,
         )
 
     def _finding(
@@ -621,6 +631,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             for item in report.paused
         ],
         paused_runs=report.paused_runs,
+        skipped=report.skipped,
         open=len(report.open),
         open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
         deferred=report.deferred,
@@ -649,6 +660,8 @@ def summary_text(report: AuditReport) -> str:
     if report.paused:
         shown = ", ".join(item.describe() for item in report.paused)
         text += f"; paused (not run, not findings): {shown}"
+    if report.skipped:
+        text += f"; {report.skipped} run(s) skipped by their overlap policy (not findings)"
     return f"{text}; {report.job_states}"
 
 

@@ -5,12 +5,13 @@ outside the repo read it): a JSON list with one object per Cloud Scheduler job,
 
     {"id": "nightly-report", "schedule": "0 2 * * *", "timeZone": "Europe/Berlin",
      "retryWindowSeconds": 540, "attemptDeadlineSeconds": 180,
-     "catchUp": false, "catchUpMaxAgeSeconds": 3600, "paused": false}
+     "catchUp": false, "catchUpMaxAgeSeconds": 3600, "paused": false, "overlap": "skip"}
 
 `id`, `schedule`, `timeZone` and `retryWindowSeconds` are required;
 `attemptDeadlineSeconds` defaults to Cloud Scheduler's 180 s, `catchUp` to
 false, `catchUpMaxAgeSeconds` to one hour and `paused` (the stack created the
-Scheduler job paused: its times are neither judged nor caught up) to false.
+Scheduler job paused: its times are neither judged nor caught up) to false,
+`overlap` (`runledger.overlap`: allow, skip or delay) to allow.
 Unknown keys are refused, so a typo cannot silently switch a feature off.
 Unset or empty means no schedules: the audit then has nothing to check.
 """
@@ -31,6 +32,8 @@ from runledger.facts import (
     JOB_ID,
     MAX_ATTEMPT_DEADLINE_S,
     MIN_ATTEMPT_DEADLINE_S,
+    OVERLAP_ALLOW,
+    OVERLAP_POLICIES,
     schedule_problem,
 )
 
@@ -46,7 +49,7 @@ AUDIT_JOB_ID = "runledger-audit"
 DEFAULT_LOOKBACK = timedelta(hours=6)
 DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
 _REQUIRED = ("id", "schedule", "timeZone", "retryWindowSeconds")
-_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused")
+_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused", "overlap")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class JobSchedule:
     catch_up: bool
     catch_up_max_age: timedelta
     paused: bool = False
+    overlap: str = OVERLAP_ALLOW
 
     @property
     def zone(self) -> ZoneInfo:
@@ -150,7 +154,14 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     paused = entry.get("paused", False)
     if not isinstance(paused, bool):
         raise ConfigError(f"{where}: paused {paused!r} is not true or false")
-    return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age, paused)
+    overlap = entry.get("overlap", OVERLAP_ALLOW)
+    if overlap not in OVERLAP_POLICIES:
+        raise ConfigError(
+            f"{where}: overlap {overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}"
+        )
+    return JobSchedule(
+        job, schedule, time_zone, window, deadline, catch_up, max_age, paused, overlap
+    )
 
 
 def audit_job_id(env: Mapping[str, str]) -> str:

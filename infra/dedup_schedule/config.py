@@ -64,6 +64,8 @@ class JobConfig:
     catch_up_max_age_s: int = int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds())
     # The Scheduler job is created (and kept) paused: its times are deliberately not run.
     paused: bool = False
+    # What a delivery does while another run of the job is in progress (runledger.overlap).
+    overlap: str = facts.OVERLAP_ALLOW
 
     @property
     def retry_window_s(self) -> float:
@@ -83,6 +85,7 @@ class JobConfig:
             "catchUpMaxAgeSeconds": self.catch_up_max_age_s,
             # Only when set, so every other entry stays as it was.
             **({"paused": True} if self.paused else {}),
+            **({"overlap": self.overlap} if self.overlap != facts.OVERLAP_ALLOW else {}),
         }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from dedup_schedule.config import ConfigError, JobConfig, TargetConfig
 from dedup_schedule.config_audit import parse_catch_up
+from dedup_schedule.config_overlap import parse_overlap
 from dedup_schedule.config_values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues
 from runledger import facts
 
@@ -28,6 +29,7 @@ _JOB_KEYS = frozenset(
         "catchUp",
         "catchUpMaxAge",
         "paused",
+        "overlap",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -145,6 +147,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         catch_up=catch_up,
         catch_up_max_age_s=catch_up_max_age,
         paused=job.boolean("paused", False),
+        overlap=parse_overlap(job),
     )
 
 

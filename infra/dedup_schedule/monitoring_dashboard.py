@@ -16,6 +16,7 @@ from typing import Any
 import pulumi_gcp as gcp
 
 from dedup_schedule.monitoring_build import LOG_METRIC_PREFIX, RESOURCE_TYPE, MonitoringScope
+from runledger import facts
 
 
 def dashboard(
@@ -51,6 +52,20 @@ def dashboard(
     ]
     if cfg.audit.enabled:
         tiles.append(("Audits finished", place.name("audits"), _sum(), "STACKED_BAR"))
+    widgets = [_chart(*tile) for tile in tiles]
+    if any(job.overlap == "skip" for job in cfg.jobs):
+        # Deliveries an overlap policy skipped (runledger.overlap): deliberately not run.
+        skipped = f'metric.label.outcome="{facts.OUTCOME_OVERLAP_SKIPPED}"'
+        runs = place.name("runs")
+        widgets.append(
+            _chart(
+                "Runs skipped (overlap: skip), by job",
+                runs,
+                _sum("metric.label.job"),
+                "STACKED_BAR",
+                skipped,
+            )
+        )
     layout = {
         "displayName": f"{place.prefix}: scheduled runs",
         "mosaicLayout": {
@@ -61,9 +76,9 @@ def dashboard(
                     "yPos": 16 * (index // 2),
                     "width": 24,
                     "height": 16,
-                    "widget": _chart(title, metric, aggregation, plot),
+                    "widget": widget,
                 }
-                for index, (title, metric, aggregation, plot) in enumerate(tiles)
+                for index, widget in enumerate(widgets)
             ],
         },
     }
@@ -104,7 +119,9 @@ def _percentile() -> dict[str, Any]:
     }
 
 
-def _chart(title: str, metric: str, aggregation: dict[str, Any], plot: str) -> dict[str, Any]:
+def _chart(
+    title: str, metric: str, aggregation: dict[str, Any], plot: str, labels: str = ""
+) -> dict[str, Any]:
     return {
         "title": title,
         "xyChart": {
@@ -116,6 +133,7 @@ def _chart(title: str, metric: str, aggregation: dict[str, Any], plot: str) -> d
                             "filter": (
                                 f'metric.type="{LOG_METRIC_PREFIX}{metric}" '
                                 f'resource.type="{RESOURCE_TYPE}"'
+                                + (f" {labels}" if labels else "")
                             ),
                             "aggregation": aggregation,
                         }
