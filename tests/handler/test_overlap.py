@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from runledger.audit import Audit, log_report
 from runledger.delivery import run_key
 from runledger.firestore_store import FirestoreRunStore
 from runledger.ledger import MAX_CLOCK_SKEW
+from runledger.ops import EXIT_OK, main
 from runledger.record import Status
 from runledger.schedules import AuditSettings, JobSchedule
 from tests.handler.support import (
@@ -296,3 +298,31 @@ def test_the_audit_counts_a_skip_as_deliberately_not_run(firestore_store):
     assert set(found.values()) == {"missed"} and found
     assert (summary["skipped"], summary["missed"], summary["failed"]) == (1, len(found), 0)
     assert "1 run(s) skipped by their overlap policy" in summary["message"]
+
+
+def test_ops_list_status_skipped_shows_the_skipped_run_and_whom_it_yielded_to(firestore_store):
+    job = HeldJob()
+    app = app_with(firestore_store, "skip", job)
+    thread, _ = hold_first(app, job)
+    assert deliver(app, scheduler_headers(JOB, SECOND)).outcome == "overlap_skipped"
+    job.release()
+    thread.join(30)
+
+    def ops(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = main(
+            [*argv, "--project", "demo-dedup"],
+            env=dict(os.environ),
+            clock=lambda: NOW,
+            stdin=io.StringIO(""),
+            stdout=out,
+            stderr=io.StringIO(),
+        )
+        return code, out.getvalue()
+
+    code, out = ops("list", "--status", "skipped", "--json")
+    assert code == EXIT_OK
+    (row,) = json.loads(out)
+    assert (row["key"], row["status"]) == (key(SECOND), "skipped")
+    code, out = ops("list", "--status", "skipped")
+    assert f"yielded to run {key(FIRST)[:16]}" in out
