@@ -323,6 +323,6 @@ def test_ops_list_status_skipped_shows_the_skipped_run_and_whom_it_yielded_to(fi
     code, out = ops("list", "--status", "skipped", "--json")
     assert code == EXIT_OK
     (row,) = json.loads(out)
-    assert (row["key"], row["status"]) == (key(SECOND), "skipped")
+    assert (row["key"], row["status"], row["yielded_to"]) == (key(SECOND), "skipped", key(FIRST))
     code, out = ops("list", "--status", "skipped")
     assert f"yielded to run {key(FIRST)[:16]}" in out
