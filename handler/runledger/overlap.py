@@ -147,8 +147,8 @@ def yielded_answer(result: Yielded, fields: dict[str, object]) -> tuple[int, str
     recorded and never run. delay answers 409: for an HTTP target Scheduler
     acknowledges only a 2xx, and any other answer is a failed attempt retried
     with backoff under the job's RetryConfig (Cloud Scheduler REST reference,
-    `HttpTarget`; "Retry jobs"). 409 rather than a 5xx: the handler is healthy,
-    and the runs metric and its 5xx-minded readers should not see an error.
+    `HttpTarget`; "Retry jobs"). 409 rather than a 5xx: nothing failed, so the
+    answer must not read as a server error in the logs or the runs metric.
     """
     holder = result.holder
     since = holder.record.schedule_time.isoformat()
