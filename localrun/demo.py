@@ -498,7 +498,7 @@ def run_demo(
     if not options.without_dedup:
         paused_job = None if pause is None else pause.job
         overlap = choose_overlap(plans, jobs, now, options.runs, paused_job)
-        backfill = choose_backfill(jobs, now, options.runs, paused_job)
+        backfill = choose_backfill(plans, jobs, now, options.runs, paused_job)
     if overlap is not None:
         plans = with_overlap(plans, overlap, next(j for j in jobs if j.id == overlap.job))
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))

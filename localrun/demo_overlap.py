@@ -162,15 +162,22 @@ class Backfill:
 
 
 def choose_backfill(
-    jobs: Sequence[SimJob], now: datetime, runs: int, paused: str | None
+    plans: Sequence[RunPlan], jobs: Sequence[SimJob], now: datetime, runs: int, paused: str | None
 ) -> Backfill | None:
-    """The latest fire time not replayed, of a job not paused: past, unjudged, retained."""
+    """The latest fire time not replayed, of a job not paused: past, unjudged, retained.
+
+    The demo's retention covers the replayed window (`demo_stack.handler_env`), so a
+    time before the oldest replayed run and before `replayed_since` could be past it.
+    """
+    since = replayed_since(jobs, now, runs)
+    oldest = min([plan.schedule_time for plan in plans] + [since])
     times = [
         Backfill(job.id, fire_times(job.schedule, job.time_zone, now, runs + 1)[0])
         for job in jobs
         if job.id != paused
     ]
-    return max(times, key=lambda item: item.schedule_time, default=None)
+    kept = [item for item in times if item.schedule_time >= oldest]
+    return max(kept, key=lambda item: item.schedule_time, default=None)
 
 
 def record_backfill(

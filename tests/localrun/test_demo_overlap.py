@@ -12,7 +12,14 @@ import pytest
 
 from localrun.demo import DemoOptions, run_demo
 from localrun.demo_invariant import check_invariant
-from localrun.demo_overlap import Gate, Overlap, choose_overlap, overlap_problems, with_overlap
+from localrun.demo_overlap import (
+    Gate,
+    Overlap,
+    choose_backfill,
+    choose_overlap,
+    overlap_problems,
+    with_overlap,
+)
 from localrun.demo_plan import ExecutionEvent, Step, append_event
 from localrun.simulator import Delivery, Fault, RunPlan, RunResult, Seen, SimJob
 from runledger.facts import RetryPolicy
@@ -157,3 +164,15 @@ def test_make_demo_shows_one_overlap_skip_and_one_backfill_and_counts_them(
     assert datetime.fromisoformat(backfilled.label.split("@")[1].replace("Z", "+00:00")) < (
         datetime.now(UTC) - timedelta(hours=1)
     )
+
+
+def test_the_backfilled_time_is_the_latest_not_replayed_within_the_retained_window() -> None:
+    daily = SimJob("daily", "0 3 * * *", "UTC", 1.0, RetryPolicy(), (), b"")
+    plans = [_plan(h) for h in (20, 21, 22, 23)]
+    plans.append(RunPlan("daily", datetime(2026, 12, 1, 3, tzinfo=UTC), False, None, ()))
+    chosen = choose_backfill(plans, [JOB, daily], NOW, 4, paused=None)
+    assert chosen is not None
+    assert (chosen.job, chosen.schedule_time) == ("sync", datetime(2026, 12, 1, 19, 5, tzinfo=UTC))
+    # With the frequent job paused, the daily job's time before its replay is older than
+    # anything the demo's retention covers: no backfill rather than a refused one.
+    assert choose_backfill(plans, [JOB, daily], NOW, 1, paused="sync") is None
