@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import audit_steady, dupwait
+from bench import audit_steady, dupwait, overlap
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
@@ -106,6 +106,7 @@ class Report:
         sections = [
             self._rpcs(),
             dupwait.section(self.samples.data.get("dupwait"), self._table),
+            overlap.section(self.samples.data.get("overlap"), self._table),
             self._contention(),
             self._latency(),
             self._throughput(),

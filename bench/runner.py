@@ -25,7 +25,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from bench import REPO_ROOT, dupwait
+from bench import REPO_ROOT, dupwait, overlap
 from bench.audit_cost import AuditSize, measure_audit
 from bench.audit_steady import SteadySize, measure_steady
 from bench.bench_jobs import EXEC_LOG_ENV, GROWTH_JOBS
@@ -287,6 +287,17 @@ def _measure(
                 settings, counted_clients["handler"], setup_client, rpc, scenario, times
             )
             samples.add("dupwait", scenario, "handler", asdict(waited))
+        for scenario in overlap.SCENARIOS:
+            settings = in_process["handler"].settings
+            cost = overlap.measure(
+                settings,
+                counted_clients["handler"],
+                setup_client,
+                counters["handler"],
+                scenario,
+                times,
+            )
+            samples.add("overlap", scenario, "handler", asdict(cost))
         for n in config.contention_sizes:
             for side in order:
                 result = storm(servers[side].url, exec_logs[side], n, times)

@@ -4,7 +4,10 @@ Starts the official Firestore emulator and the real handler (functions-framework
 on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
 window of each job's scheduled runs in compressed time, and then delivers the
 handler's audit job, which accounts for every scheduled time (and with
---catch-up finishes the runs Scheduler gave up on). It prints a line per run,
+--catch-up finishes the runs Scheduler gave up on). One job runs with
+`overlap: skip` and one of its times is skipped while the run before it works;
+one past time is backfilled as `python -m runledger.ops backfill` records it, and
+the audit runs it (`localrun.demo_overlap`). It prints a line per run,
 a table per job, the audit's findings and the invariant, ends on one verdict
 line, and exits 1 if the invariant does not hold, 2 on a usage error.
 
@@ -52,6 +55,19 @@ from localrun.demo_keep import (
     kept_message,
     refuse_if_running,
 )
+from localrun.demo_overlap import (
+    SKIP,
+    Backfill,
+    Gate,
+    Overlap,
+    backfill_command,
+    backfill_problems,
+    choose_backfill,
+    choose_overlap,
+    overlap_problems,
+    record_backfill,
+    with_overlap,
+)
 from localrun.demo_pause import Pause, pause_midway, pause_problems, paused_schedules
 from localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
 from localrun.demo_report import (
@@ -92,6 +108,7 @@ from localrun.simulator import (
     plan_runs,
     replayed_since,
 )
+from runledger.facts import OUTCOME_OVERLAP_SKIPPED
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 
 if TYPE_CHECKING:
@@ -202,6 +219,8 @@ def _describe(d: Delivery) -> str:
     if d.seen is Seen.TIMEOUT:
         return "timeout"
     shown = str(d.status) + ("(waited)" if d.outcome in WAITED_OUTCOMES else "")
+    if d.outcome == OUTCOME_OVERLAP_SKIPPED:
+        shown += "(skipped)"
     return f"{shown}(ack lost)" if d.seen is Seen.LOST_ACK else shown
 
 
@@ -222,6 +241,10 @@ def progress_line(index: int, total: int, result: RunResult, successes: int) -> 
     kind = "forced" if plan.manual else (str(plan.fault) if plan.fault else "-")
     if plan.fault is Fault.DROPPED:
         parts, end = ["(nothing sent)"], "never delivered"
+    elif result.acknowledged and any(
+        d.outcome == OUTCOME_OVERLAP_SKIPPED for d in result.deliveries
+    ):
+        end = "acknowledged, skipped (overlap: skip): deliberately not run"
     elif result.acknowledged:
         end = "acknowledged"
     elif not result.exhausted:
@@ -242,14 +265,22 @@ def _drive_all(
     seed: int,
     stop: threading.Event,
     on_done: Callable[[RunResult], None],
+    gate: Gate | None = None,
 ) -> list[RunResult]:
-    """One thread per run, released PACE_S apart; returns when every run is over."""
+    """One thread per run, released PACE_S apart; returns when every run is over.
+
+    A `gate` holds back the runs of the overlap's job until their turn.
+    """
     results: list[RunResult | None] = [None] * len(plans)
 
     def drive(index: int, plan: RunPlan) -> None:
         rng = random.Random(f"{seed}/{plan.label}")  # per run, so thread timing cannot matter
+        if gate is not None:
+            gate.before(plan, stop)
         result = drive_run(plan, jobs[plan.job], transport, rng, time.monotonic, stop.wait, stop)
         results[index] = result
+        if gate is not None:
+            gate.after(plan)
         on_done(result)
 
     threads = []
@@ -357,6 +388,9 @@ def _run_audit(
     drive: Callable[[Sequence[RunPlan]], list[RunResult]],
     pause: Pause | None,
     held: Sequence[RunPlan],
+    overlap: Overlap | None = None,
+    backfill: Backfill | None = None,
+    emulator: FirestoreEmulator | None = None,
 ) -> tuple[AuditOutcome, list[RunResult]]:
     """Audit the ledger through the handler's reserved job, once every run has settled.
 
@@ -364,7 +398,8 @@ def _run_audit(
     would; then the downstream outage ends (so a catch-up of an exhausted run
     can succeed), and the audit job is delivered. Returns the audit's outcome
     and the late runs' results. The paused job's runs are neither expected as
-    findings nor delivered late; the audit must list it as paused.
+    findings nor delivered late; the audit must list it as paused. The backfill
+    is recorded just before the audit, which runs it; the audit must count the skip.
     """
     expected = expected_findings(check_invariant(results, read_events(files.events)))
     if pause is not None:
@@ -384,10 +419,22 @@ def _run_audit(
         say(f"{len(late)} run(s) came due while the demo ran; the Scheduler delivers them:")
     late_results = drive(late)
     files.outage_over.touch()
+    recorded = None
+    if backfill is not None and emulator is not None:
+        say(f"an operator backfills one past time: {backfill_command(backfill)}")
+        recorded = record_backfill(emulator, env.env, backfill, datetime.now(UTC))
+        say("\n".join(f"  {line}" for line in recorded[1].splitlines()))
     say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
     answer = deliver_audit(transport, jobs[0], datetime.now(UTC), env.env)
     _settle(files.events, SETTLE_S)
     outcome = audit_outcome(answer, log_path, expected, catch_up)
+    extra: list[str] = []
+    if overlap is not None:
+        seen = check_invariant([*results, *late_results], read_events(files.events))
+        extra += overlap_problems(overlap, seen, outcome.summary)
+    if backfill is not None and recorded is not None:
+        extra += backfill_problems(backfill, *recorded, outcome.summary)
+    outcome = replace(outcome, problems=(*outcome.problems, *extra))
     if pause is not None:
         problems = pause_problems(
             pause, held, read_events(files.events), outcome.summary, outcome.findings
@@ -446,8 +493,21 @@ def run_demo(
     pause = pause_midway(plans)
     held = [plan for plan in plans if pause is not None and pause.covers(plan)]
     plans = [plan for plan in plans if pause is None or not pause.covers(plan)]
+    # One job skips a time while its run before works; one past time is backfilled.
+    overlap = backfill = None
+    if not options.without_dedup:
+        paused_job = None if pause is None else pause.job
+        overlap = choose_overlap(plans, jobs, now, options.runs, paused_job)
+        backfill = choose_backfill(plans, jobs, now, options.runs, paused_job)
+    if overlap is not None:
+        plans = with_overlap(plans, overlap, next(j for j in jobs if j.id == overlap.job))
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
-    files = DemoFiles(workdir / "plan.json", workdir / "executions.log", workdir / "outage-over")
+    files = DemoFiles(
+        workdir / "plan.json",
+        workdir / "executions.log",
+        workdir / "outage-over",
+        None if overlap is None else workdir / "overlap-answered",
+    )
     events_path = files.events
     write_plan(
         files.plan,
@@ -469,7 +529,18 @@ def run_demo(
         audit_since=audit_since,
         catch_up=options.catch_up,
         own_module=own,
+        overlaps=None if overlap is None else {overlap.job: SKIP},
     )
+    if overlap is not None:
+        env = replace(
+            env,
+            notes=(
+                *env.notes,
+                f'{overlap.job}: "overlap": "skip" in its DEDUP_SCHEDULES entry; its runs are '
+                f"sent one after another, and {overlap.skipped.label} while "
+                f"{overlap.holder.label} still works",
+            ),
+        )
     if pause is not None:
         env = replace(
             env,
@@ -525,11 +596,15 @@ def run_demo(
             )
             say(progress_line(index, total, result, successes))
 
+        gate = None
+        if overlap is not None and files.overlap_answered is not None:
+            gate = Gate(overlap, plans, events_path, files.overlap_answered)
+
         def drive(batch: Sequence[RunPlan]) -> list[RunResult]:
             nonlocal total
             total += len(batch)
             by_id = {j.id: j for j in jobs}
-            return _drive_all(batch, by_id, transport, options.seed, stop, on_done)
+            return _drive_all(batch, by_id, transport, options.seed, stop, on_done, gate)
 
         try:
             results = drive(plans)
@@ -549,11 +624,15 @@ def run_demo(
                     drive,
                     pause,
                     held,
+                    overlap,
+                    backfill,
+                    emulator,
                 )
                 results += late
         finally:
             stop.set()
-        invariant = check_invariant(results, read_events(events_path))
+        backfilled = () if backfill is None else ((backfill.label, backfill.job),)
+        invariant = check_invariant(results, read_events(events_path), backfilled)
         if audit is not None:
             invariant = replace(invariant, audit_problems=audit.problems)
         kept = options.keep and started_emulator is not None

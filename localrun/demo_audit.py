@@ -242,6 +242,18 @@ def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
         )
         for paused in s.get("paused_jobs", []):
             lines.append(f"  paused    {paused['job']:<36} not run, not a finding (no page)")
+        if s.get("skipped"):
+            lines.append(
+                f"  skipped   {s['skipped']} run(s) by their overlap policy: deliberately not run, "
+                "not a finding (no page)"
+            )
+        backfill = s.get("backfill") or {}
+        if backfill.get("runs"):
+            outcomes = ", ".join(f"{n} {name}" for name, n in sorted(backfill["outcomes"].items()))
+            lines.append(
+                f"  backfill  {backfill['requests_done']} request(s) done, {backfill['ran']} "
+                f"time(s) run once through the claim ({outcomes})"
+            )
     for item in audit.findings:
         why = _WHY.get(item.finding, "")
         caught = f"  catch-up: {item.catch_up}" if item.catch_up else ""

@@ -4,9 +4,11 @@ Every run the Scheduler delivered must end with exactly one successful
 execution of its work; executions of one run never overlap; failed
 executions before the success are fine (that is what retries are for). The
 only runs allowed to end without a success are those whose retries were
-exhausted and those the Scheduler never delivered, and they are listed, not
-hidden. A run executed more than once is a violation however it was started,
-by the Scheduler or by the audit's catch-up.
+exhausted, those the Scheduler never delivered, and those deliberately not
+run: skipped by their job's overlap policy (answered `overlap_skipped` and never
+executed, `localrun.demo_overlap`); they are listed, not hidden. A run executed
+more than once is a violation however it was started, by the Scheduler, by the
+audit's catch-up or by a backfill; a backfilled time must succeed exactly once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from localrun.demo_plan import ExecutionEvent
 from localrun.simulator import Fault, RunResult
+from runledger.facts import OUTCOME_OVERLAP_SKIPPED
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class RunVerdict:
     problem: str | None  # why this run breaks the invariant
     exhausted: bool  # no success because the Scheduler ran out of retries
     dropped: bool = False  # no success because the Scheduler never delivered it
+    skipped: bool = False  # deliberately not run: its job's overlap policy skipped it
 
     @property
     def executions(self) -> int:
@@ -43,10 +47,12 @@ class Invariant:
     # Where the audit's findings disagree with the runs left without a success: a
     # run that is neither done nor reported is lost as surely as a dropped one.
     audit_problems: tuple[str, ...] = ()
+    # Past times run by a backfill (never delivered by the Scheduler): each must run once.
+    backfills: tuple[RunVerdict, ...] = ()
 
     @property
     def violations(self) -> list[str]:
-        found = [f"{v.label}: {v.problem}" for v in self.verdicts if v.problem]
+        found = [f"{v.label}: {v.problem}" for v in self.verdicts + self.backfills if v.problem]
         found += [f"{label}: executed but never delivered" for label in self.strays]
         return found + [f"audit: {problem}" for problem in self.audit_problems]
 
@@ -57,6 +63,10 @@ class Invariant:
     @property
     def dropped(self) -> list[str]:
         return [v.label for v in self.verdicts if v.dropped]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [v.label for v in self.verdicts if v.skipped]
 
     @property
     def holds(self) -> bool:
@@ -78,7 +88,12 @@ def _overlaps(events: Sequence[ExecutionEvent]) -> str | None:
     return None
 
 
-def check_invariant(results: Sequence[RunResult], events: Sequence[ExecutionEvent]) -> Invariant:
+def check_invariant(
+    results: Sequence[RunResult],
+    events: Sequence[ExecutionEvent],
+    backfilled: Sequence[tuple[str, str]] = (),
+) -> Invariant:
+    """The verdict on every delivered run, and on each backfilled (label, job) time."""
     by_run: dict[str, list[ExecutionEvent]] = defaultdict(list)
     for event in events:
         by_run[event.label].append(event)
@@ -90,11 +105,13 @@ def check_invariant(results: Sequence[RunResult], events: Sequence[ExecutionEven
         successes = sum(1 for e in ends if e.outcome == "succeeded")
         failures = len(ends) - successes
         problem = _overlaps(run_events)
-        exhausted = dropped = False
+        exhausted = dropped = skipped = False
         if successes > 1:
             problem = f"work succeeded {successes} times (must be exactly once)"
         elif successes == 0 and plan.fault is Fault.DROPPED:
             dropped = True
+        elif not run_events and result.acknowledged and _skip_answered(result):
+            skipped = True
         elif successes == 0 and result.exhausted:
             exhausted = True
         elif successes == 0:
@@ -102,9 +119,33 @@ def check_invariant(results: Sequence[RunResult], events: Sequence[ExecutionEven
             problem = f"lost: no successful execution ({answered}, retries not exhausted)"
         verdicts.append(
             RunVerdict(
-                plan.label, plan.job, plan.manual, successes, failures, problem, exhausted, dropped
+                plan.label,
+                plan.job,
+                plan.manual,
+                successes,
+                failures,
+                problem,
+                exhausted,
+                dropped,
+                skipped,
             )
         )
-    delivered = {result.plan.label for result in results}
+    backfills = []
+    for label, job in backfilled:
+        run_events = by_run.get(label, [])
+        ends = [e for e in run_events if e.event == "end"]
+        successes = sum(1 for e in ends if e.outcome == "succeeded")
+        problem = _overlaps(run_events) if run_events else None
+        if successes != 1:
+            problem = f"backfilled, but its work succeeded {successes} times (must be exactly once)"
+        backfills.append(
+            RunVerdict(label, job, False, successes, len(ends) - successes, problem, False)
+        )
+    delivered = {result.plan.label for result in results} | {label for label, _ in backfilled}
     strays = tuple(sorted(label for label in by_run if label not in delivered))
-    return Invariant(tuple(verdicts), strays)
+    return Invariant(tuple(verdicts), strays, backfills=tuple(backfills))
+
+
+def _skip_answered(result: RunResult) -> bool:
+    """Whether the handler answered the run skipped: deliberately not run, never later."""
+    return any(d.outcome == OUTCOME_OVERLAP_SKIPPED for d in result.deliveries)

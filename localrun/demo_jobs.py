@@ -23,6 +23,7 @@ from pathlib import Path
 from localrun.demo_plan import (
     EVENTS_ENV,
     OUTAGE_OVER_ENV,
+    OVERLAP_ANSWERED_ENV,
     OWN_JOBS_ENV,
     PLAN_ENV,
     WARMUP_JOB,
@@ -40,6 +41,8 @@ from runledger.sdk.registry import JobFn, load_jobs
 
 # Long work checks its lease this often, as real jobs should between steps.
 _LEASE_CHECK_S = 0.1
+# A holding step looks this often whether the run it waits for was answered.
+_HOLD_CHECK_S = 0.02
 
 
 class DemoRetryableError(RuntimeError):
@@ -58,7 +61,12 @@ def _paths() -> tuple[Path, Path, Path]:
 
 
 def _work(
-    plan: WorkPlan, events_path: Path, outage_over: Path, ctx: RunContext, own: JobFn | None
+    plan: WorkPlan,
+    events_path: Path,
+    outage_over: Path,
+    ctx: RunContext,
+    own: JobFn | None,
+    answered: Path | None,
 ) -> None:
     label = run_label(ctx.job_name, ctx.schedule_time, ctx.manual)
     # Which execution of this run is this one? Counted in the log, not the ledger.
@@ -72,9 +80,12 @@ def _work(
 
     log("start", None)
     deadline = time.monotonic() + step.seconds
+    holding = step.holds and answered is not None
     try:
         while (left := deadline - time.monotonic()) > 0:
-            time.sleep(min(left, _LEASE_CHECK_S))
+            if holding and answered is not None and answered.exists():
+                break
+            time.sleep(min(left, _HOLD_CHECK_S if holding else _LEASE_CHECK_S))
             ctx.ensure_lease()
     except LeaseLost:
         log("end", "lease_lost")
@@ -99,10 +110,15 @@ def _build() -> Jobs:
     plan = read_plan(plan_path)
     own_module = os.environ.get(OWN_JOBS_ENV)
     own = load_jobs(own_module, OWN_JOBS_ENV) if own_module else {}
+    answered = (
+        Path(os.environ[OVERLAP_ANSWERED_ENV]) if OVERLAP_ANSWERED_ENV in os.environ else None
+    )
     jobs = Jobs()
     for job_id in plan.jobs:
         fn = own.get(job_id)
-        jobs.job(job_id)(lambda ctx, _fn=fn: _work(plan, events_path, outage_over, ctx, _fn))
+        jobs.job(job_id)(
+            lambda ctx, _fn=fn: _work(plan, events_path, outage_over, ctx, _fn, answered)
+        )
     jobs.job(WARMUP_JOB)(lambda ctx: None)
     return jobs
 

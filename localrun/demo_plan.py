@@ -21,6 +21,9 @@ PLAN_ENV = "DEMO_PLAN_PATH"
 EVENTS_ENV = "DEMO_EXECUTIONS_PATH"
 # A file the demo creates once the Scheduler is done: the downstream outage is over.
 OUTAGE_OVER_ENV = "DEMO_OUTAGE_OVER_PATH"
+# A file the demo creates once the run that meets a running run of its job was answered
+# (`localrun.demo_overlap`): the holding run's work may end.
+OVERLAP_ANSWERED_ENV = "DEMO_OVERLAP_ANSWERED_PATH"
 # The team's jobs module whose functions the demo work calls (unset: demonstration work only).
 OWN_JOBS_ENV = "DEMO_OWN_JOBS_MODULE"
 # A job outside the stack whose single no-op delivery opens the handler's Firestore
@@ -41,10 +44,13 @@ class Step:
     A failing step fails only while the downstream is out, that is until the
     demo creates the OUTAGE_OVER_ENV file after the Scheduler's last attempt:
     a run whose retries ran out then succeeds when the audit catches it up.
+    A holding step ends early, once the demo creates the OVERLAP_ANSWERED_ENV file:
+    it holds its job's overlap slot until the next run of the job was answered.
     """
 
     seconds: float
     fails: bool = False
+    holds: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ def write_plan(path: Path, plan: WorkPlan) -> None:
         "jobs": list(plan.jobs),
         "default": [plan.default.seconds, plan.default.fails],
         "scripts": {
-            label: [[step.seconds, step.fails] for step in script]
+            label: [[step.seconds, step.fails, step.holds] for step in script]
             for label, script in plan.scripts.items()
         },
     }
@@ -79,7 +85,7 @@ def read_plan(path: Path) -> WorkPlan:
     return WorkPlan(
         jobs=tuple(document["jobs"]),
         scripts={
-            label: tuple(Step(float(s), bool(f)) for s, f in script)
+            label: tuple(Step(float(s), bool(f), bool(h)) for s, f, h in script)
             for label, script in document["scripts"].items()
         },
         default=Step(float(document["default"][0]), bool(document["default"][1])),

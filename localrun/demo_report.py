@@ -224,6 +224,16 @@ def format_invariant(invariant: Invariant, audited: bool = True) -> str:
             f"  never delivered ({reported}): {label} has no execution; "
             "only an audit of the ledger notices such a run"
         )
+    for label in invariant.skipped:
+        lines.append(
+            f"  deliberately not run (overlap: skip): {label} was delivered while another run "
+            "of its job still worked; recorded skipped, never run, not a finding"
+        )
+    for verdict in invariant.backfills:
+        lines.append(
+            f"  backfilled: {verdict.label} was never delivered; the audit's backfill pass ran "
+            f"it, work succeeded {verdict.successes}x"
+        )
     return "\n".join(lines)
 
 
@@ -252,6 +262,10 @@ def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: 
         left = (
             f"{missed}, {released}" + (f", {caught} caught up" if caught else "") + " by the audit"
         )
+        if invariant.skipped:
+            left += f"; {_n(len(invariant.skipped), 'overlap skip')} deliberately not run"
+        if invariant.backfills:
+            left += f"; {_n(len(invariant.backfills), 'backfilled time')} ran once"
     else:
         left = (
             f"{_n(m.dropped_runs, 'dropped run')} and {_n(m.exhausted_runs, 'exhausted run')} "
@@ -311,6 +325,8 @@ def json_report(
             "violations": invariant.violations,
             "exhausted": invariant.exhausted,
             "dropped": invariant.dropped,
+            "skipped": invariant.skipped,
+            "backfilled": {v.label: v.successes for v in invariant.backfills},
         },
         "runs": [
             {

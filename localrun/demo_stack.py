@@ -21,14 +21,20 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from dedup_schedule.config.model import ConfigError, ScheduleConfig
 from dedup_schedule.config.parser import parse_config
-from localrun.demo_plan import EVENTS_ENV, OUTAGE_OVER_ENV, OWN_JOBS_ENV, PLAN_ENV
+from localrun.demo_plan import (
+    EVENTS_ENV,
+    OUTAGE_OVER_ENV,
+    OVERLAP_ANSWERED_ENV,
+    OWN_JOBS_ENV,
+    PLAN_ENV,
+)
 from localrun.simulator import RunPlan, SimJob
 from offline.stack_file import (
     StackFileError,
@@ -45,7 +51,7 @@ from runledger.config import (
     RETENTION_ENV,
 )
 from runledger.exceptions import ConfigError as JobsModuleError
-from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
+from runledger.facts import MIN_ATTEMPT_DEADLINE_S, OVERLAP_ALLOW, RetryPolicy
 from runledger.schedules import LOOKBACK_VARIABLE, schedule_entry, schedules_json
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 from runledger.sdk.registry import load_jobs
@@ -175,12 +181,21 @@ class DemoFiles:
     plan: Path
     events: Path
     outage_over: Path
+    overlap_answered: Path | None = None  # None: no overlapping run (`localrun.demo_overlap`)
 
 
 def schedules_value(
-    config: ScheduleConfig, speedup: dict[str, float], catch_up: bool, lookback_s: int
+    config: ScheduleConfig,
+    speedup: dict[str, float],
+    catch_up: bool,
+    lookback_s: int,
+    overlaps: Mapping[str, str] | None = None,
 ) -> str:
     """DEDUP_SCHEDULES for the demo: the stack's jobs, retry windows compressed.
+
+    `overlaps` sets a job's overlap policy for the demo (`localrun.demo_overlap`);
+    every other job runs with `allow`, since compressed time makes consecutive runs of
+    one job overlap where the deployed schedule keeps them an interval apart.
 
     The handler accepts no attempt deadline under Cloud Scheduler's minimum, and
     no retry window shorter than the deadline, so both are raised to that minimum
@@ -199,6 +214,7 @@ def schedules_value(
             attempt_deadline_s=deadline,
             catch_up=True if catch_up else None,
             catch_up_max_age_s=lookback_s if catch_up else None,
+            overlap=(overlaps or {}).get(job.id, OVERLAP_ALLOW),
         )
         entries.append(entry)
     return schedules_json(entries)
@@ -214,6 +230,7 @@ def handler_env(
     audit_since: datetime,
     catch_up: bool = False,
     own_module: str | None = None,
+    overlaps: Mapping[str, str] | None = None,
 ) -> HandlerEnv:
     """The deployed handler's env: lease compressed, retention widened, the audit's window set.
 
@@ -274,13 +291,18 @@ def handler_env(
             LEASE_ENV: str(lease),
             RETENTION_ENV: str(retention),
             JOBS_MODULE_ENV: DEMO_JOBS_MODULE,
-            SCHEDULES_VARIABLE: schedules_value(config, speedup, catch_up, lookback),
+            SCHEDULES_VARIABLE: schedules_value(config, speedup, catch_up, lookback, overlaps),
             LOOKBACK_VARIABLE: str(lookback),
             DUPLICATE_WAIT_ENV: str(wait),
             PLAN_ENV: str(files.plan),
             EVENTS_ENV: str(files.events),
             OUTAGE_OVER_ENV: str(files.outage_over),
             **({OWN_JOBS_ENV: own_module} if own_module else {}),
+            **(
+                {OVERLAP_ANSWERED_ENV: str(files.overlap_answered)}
+                if files.overlap_answered
+                else {}
+            ),
             # One local process stands in for every Cloud Run instance the stack allows.
             "THREADS": "64",
         }

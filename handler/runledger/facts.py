@@ -325,3 +325,16 @@ MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEAS
 OUTCOME_JOB_DRIFTED = "job_drifted"
 OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
 JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)
+# A delivery deliberately not run because another run of its job was in progress
+# (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).
+OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"
+OUTCOME_OVERLAP_DELAYED = "overlap_delayed"
+
+# --- the overlap policy ---------------------------------------------------------------------
+
+# A job's `overlap` (stack config jobs[i].overlap, DEDUP_SCHEDULES "overlap"): what a
+# delivery does while another run of the same job is in progress. "allow" runs it anyway
+# (the default), "skip" records it skipped and never runs it, "delay" answers it
+# retryably so Cloud Scheduler's retries bring it back (`runledger.ledger.overlap`).
+OVERLAP_ALLOW = "allow"
+OVERLAP_POLICIES = (OVERLAP_ALLOW, "skip", "delay")

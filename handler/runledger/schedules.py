@@ -5,12 +5,13 @@ outside the repo read it): a JSON list with one object per Cloud Scheduler job,
 
     {"id": "nightly-report", "schedule": "0 2 * * *", "timeZone": "Europe/Berlin",
      "retryWindowSeconds": 540, "attemptDeadlineSeconds": 180,
-     "catchUp": false, "catchUpMaxAgeSeconds": 3600, "paused": false}
+     "catchUp": false, "catchUpMaxAgeSeconds": 3600, "paused": false, "overlap": "skip"}
 
 `id`, `schedule`, `timeZone` and `retryWindowSeconds` are required;
 `attemptDeadlineSeconds` defaults to Cloud Scheduler's 180 s, `catchUp` to
 false, `catchUpMaxAgeSeconds` to one hour and `paused` (the stack created the
-Scheduler job paused: its times are neither judged nor caught up) to false.
+Scheduler job paused: its times are neither judged nor caught up) to false,
+`overlap` (`runledger.ledger.overlap`: allow, skip or delay) to allow.
 Unknown keys are refused, so a typo cannot silently switch a feature off.
 Unset or empty means no schedules: the audit then has nothing to check.
 """
@@ -32,6 +33,8 @@ from runledger.facts import (
     JOB_ID,
     MAX_ATTEMPT_DEADLINE_S,
     MIN_ATTEMPT_DEADLINE_S,
+    OVERLAP_ALLOW,
+    OVERLAP_POLICIES,
     schedule_problem,
 )
 
@@ -47,7 +50,7 @@ AUDIT_JOB_ID = "runledger-audit"
 DEFAULT_LOOKBACK = timedelta(hours=6)
 DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
 _REQUIRED = ("id", "schedule", "timeZone", "retryWindowSeconds")
-_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused")
+_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused", "overlap")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class JobSchedule:
     catch_up: bool
     catch_up_max_age: timedelta
     paused: bool = False
+    overlap: str = OVERLAP_ALLOW
 
     @property
     def zone(self) -> ZoneInfo:
@@ -151,7 +155,14 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     paused = entry.get("paused", False)
     if not isinstance(paused, bool):
         raise ConfigError(f"{where}: paused {paused!r} is not true or false")
-    return JobSchedule(job, schedule, time_zone, window, deadline, catch_up, max_age, paused)
+    overlap = entry.get("overlap", OVERLAP_ALLOW)
+    if overlap not in OVERLAP_POLICIES:
+        raise ConfigError(
+            f"{where}: overlap {overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}"
+        )
+    return JobSchedule(
+        job, schedule, time_zone, window, deadline, catch_up, max_age, paused, overlap
+    )
 
 
 def schedule_entry(
@@ -164,13 +175,14 @@ def schedule_entry(
     catch_up: bool | None = None,
     catch_up_max_age_s: int | None = None,
     paused: bool = False,
+    overlap: str = OVERLAP_ALLOW,
 ) -> dict[str, object]:
     """One job's entry of DEDUP_SCHEDULES, as `parse_schedules` reads it: its one builder.
 
     The retry window is written in whole seconds, rounded up, so the audit
     never judges a run too early. `catch_up`/`catch_up_max_age_s` left None are
-    left out (the parser's defaults apply); `paused` is written only when set,
-    so every other entry stays as it was.
+    left out (the parser's defaults apply); `paused` is written only when set
+    and `overlap` only when not allow, so every other entry stays as it was.
     """
     entry: dict[str, object] = {
         "id": job_id,
@@ -185,6 +197,8 @@ def schedule_entry(
         entry["catchUpMaxAgeSeconds"] = catch_up_max_age_s
     if paused:
         entry["paused"] = True
+    if overlap != OVERLAP_ALLOW:
+        entry["overlap"] = overlap
     return entry
 
 

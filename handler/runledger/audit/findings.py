@@ -16,6 +16,7 @@ from typing import Any
 from runledger import facts
 from runledger.audit.expected import ExpectedRun
 from runledger.ledger.machine import may_take_over
+from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 
 
@@ -102,6 +103,7 @@ class AuditReport:
     expired: int = 0
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
+    skipped: int = 0  # runs an overlap policy skipped: deliberately not run, not findings
     # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
     scheduler_unread: str | None = None
     # What the pass over pending backfill requests did (`runledger.backfill.runs`); None: no pass.
@@ -129,7 +131,7 @@ def judge(
         return None
     if not records:
         return Finding.MISSED
-    if any(record.status is Status.COMPLETED for record in records):
+    if any(record.status is Status.COMPLETED for record in records) or skipped(records):
         return None
     record = records[0]
     if record.status is Status.IN_PROGRESS:

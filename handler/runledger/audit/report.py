@@ -79,6 +79,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             for item in report.paused
         ],
         paused_runs=report.paused_runs,
+        skipped=report.skipped,
         open=len(report.open),
         open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
         deferred=report.deferred,
@@ -108,4 +109,6 @@ def summary_text(report: AuditReport) -> str:
     if report.paused:
         shown = ", ".join(item.describe() for item in report.paused)
         text += f"; paused (not run, not findings): {shown}"
+    if report.skipped:
+        text += f"; {report.skipped} run(s) skipped by their overlap policy (not findings)"
     return f"{text}; {report.job_states}"

@@ -20,6 +20,7 @@ skew). Then:
     failed                           -> failed
     released (retryable failure)     -> released   (Scheduler's retries are over)
     completed, or still running      -> nothing to report
+    skipped (ledger.overlap)         -> deliberately not run: counted in the summary
 
 Before that, each job's live state comes from Cloud Scheduler, one listing per
 audit (`runledger.audit.scheduler_state`); where Scheduler cannot be read, from
@@ -64,6 +65,7 @@ from runledger.audit.walk import Walk, expired_count, listed_once, paused_at
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerUnreadable
 from runledger.ledger.machine import RunIdentity
+from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
 from runledger.schedules import AuditSettings, JobSchedule
@@ -170,8 +172,10 @@ class Audit:
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = self._keys(settled)
         records = self._read_all(list(keys.values()))
+        skips = 0
         for run in settled:
             present = _present(run, records, keys, now)
+            skips += skipped([record for _, record in present])
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
                 when = present[0][0] if present else run.schedule_time
@@ -184,6 +188,7 @@ class Audit:
             before_epoch=len(listed) - len(runs) - len(held),
             reads=len(judged) + len(keys),
             paused_runs=len(held),
+            skipped=skips,
         )
 
     def _keys(self, runs: Sequence[ExpectedRun]) -> dict[tuple[str, datetime], str]:
@@ -241,6 +246,7 @@ class Audit:
         new_marks: dict[str, JobMark] = {}
         reported: dict[str, list[AuditFinding]] = {}
         still_open: dict[str, list[AuditFinding]] = {}
+        skips = 0
         for walk in walks:
             job = walk.job
             keep: list[OpenRun] = []
@@ -250,8 +256,10 @@ class Audit:
                 present = _present(run, records, keys, now)
                 found = [record for _, record in present]
                 finding = judge(run, found, now, self._lease)
+                skips += before is None and skipped(found)
                 if finding is None:
-                    if not any(record.status is Status.COMPLETED for record in found):
+                    done = skipped(found) or any(r.status is Status.COMPLETED for r in found)
+                    if not done:
                         keep.append(OpenRun(run.instants, None))  # a live lease: look again
                     continue
                 keep.append(OpenRun(run.instants, finding.value))
@@ -298,6 +306,7 @@ class Audit:
             open=tuple(item for items in still_open.values() for item in items),
             deferred=sum(walk.deferred for walk in walks),
             expired=expired,
+            skipped=skips,
         )
 
     def _finding(

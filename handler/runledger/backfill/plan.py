@@ -4,6 +4,7 @@ The times come from the audit's own code (`audit.expected.expected_runs`,
 daylight saving included) and the records are read by key, as the audit reads:
 
     completed                          -> left alone
+    skipped (overlap: skip)            -> left alone: deliberately not run
     in progress under a live lease     -> left to its holder
     failed for good                    -> rerun_failed with --include-failed, else left
     no record, released, lease ran out -> run
@@ -20,6 +21,7 @@ from runledger.audit.findings import rfc3339
 from runledger.audit.runner import BATCH
 from runledger.delivery.identify import run_key
 from runledger.ledger.machine import may_take_over
+from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.schedules import JobSchedule
 
@@ -94,6 +96,8 @@ def plan(
 def _left_because(present: list[RunRecord], include_failed: bool, now: datetime) -> str | None:
     if any(record.status is Status.COMPLETED for record in present):
         return "completed"
+    if skipped(present):
+        return "skipped (overlap: skip)"
     if any(
         record.status is Status.IN_PROGRESS and not may_take_over(record, now) for record in present
     ):

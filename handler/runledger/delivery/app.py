@@ -38,6 +38,7 @@ from runledger.exceptions import (
 )
 from runledger.ledger.lease import LeaseKeeper, Renewals, RenewalScheduler
 from runledger.ledger.machine import Claim, Duplicate, Ledger, RunIdentity, may_take_over
+from runledger.ledger.overlap import OverlapLedger, Yielded, yielded_answer
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
@@ -68,6 +69,7 @@ class App:
         renewals: Renewals | None = None,
         duplicate_wait: DuplicateWait | None = None,
         zones: Mapping[str, ZoneInfo] | None = None,
+        overlaps: Mapping[str, str] | None = None,
         audit: AuditSettings | None = None,
         live: Lister | None = None,
         backfills: Callable[[], BackfillDocs] | None = None,
@@ -102,6 +104,8 @@ class App:
         # Each scheduled job's time zone (DEDUP_SCHEDULES): a wall time the clocks repeat
         # is one run (`delivery.wall_time_instant`).
         self.zones = dict(zones or {})
+        # Each scheduled job's overlap policy (DEDUP_SCHEDULES; absent: allow).
+        self.overlaps = dict(overlaps or {})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -125,6 +129,7 @@ class App:
             firestore_store,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
+            overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
             audit=audit,
             live=scheduler_lister(audit.project, audit.region, env),
             backfills=firestore_backfills(settings) if audit.schedules else None,
@@ -134,8 +139,9 @@ class App:
     def ledger(self) -> Ledger:
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = Ledger(
+                self._ledger = OverlapLedger(
                     self._store_factory(),
+                    policies=self.overlaps,
                     lease=self.settings.lease,
                     retention=self.settings.retention,
                     clock=self._clock,
@@ -191,6 +197,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable before claim")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return self._answer_duplicate(run, result, body, time.monotonic() - started, fields)
@@ -247,6 +255,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable taking over from a dead holder")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             return duplicate_response(result)
@@ -266,6 +276,8 @@ class App:
             result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable before claim")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             return duplicate_response(result)
         return self._execute(run, result, b"", fields)

@@ -47,6 +47,10 @@ def duplicate_response(duplicate: Duplicate) -> Response:
         return Response(200, "duplicate_completed", "run already completed; work not repeated")
     if duplicate.status is Status.FAILED:
         return Response(422, "duplicate_failed", f"run failed terminally: {record.error}")
+    if duplicate.status is Status.SKIPPED:
+        return Response(
+            200, "duplicate_skipped", f"run skipped, yielded to run {record.yielded_to}"
+        )
     return Response(
         409,
         "duplicate_in_progress",

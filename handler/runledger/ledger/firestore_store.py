@@ -24,6 +24,8 @@ from runledger.exceptions import (
 )
 from runledger.facts import WORK_COLLECTION
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.firestore_overlap import claim_batch, slotted_batch, stored_slot
+from runledger.ledger.overlap import OVERLAP_COLLECTION, StoredSlot
 from runledger.ledger.record import RunRecord, Versioned
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem
@@ -124,6 +126,7 @@ class FirestoreRunStore:
         audit = client.collection(AUDIT_COLLECTION).document(collection)
         self._epochs = audit.collection(EPOCH_COLLECTION)
         self._shards = audit.collection(WATERMARK_COLLECTION)
+        self._slots = audit.collection(OVERLAP_COLLECTION)  # runledger.ledger.overlap
 
     def get(self, key: str) -> Versioned | None:
         with _unavailable_on_transport_errors():
@@ -241,3 +244,40 @@ class FirestoreRunStore:
         return update_document(
             self._client, self._shards.document(key), shard.to_document(), version
         )
+
+    # -- each job's overlap slot (runledger.ledger.overlap, runledger.ledger.firestore_overlap) --
+
+    def get_slot(self, key: str) -> StoredSlot | None:
+        with _unavailable_on_transport_errors():
+            snapshot = self._slots.document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
+        return stored_slot(snapshot)
+
+    def claim_slotted(
+        self,
+        run_key: str,
+        record: RunRecord,
+        run_version: Any | None,
+        key: str,
+        slot_version: Any | None,
+        ended: str | None,
+    ) -> Any:
+        request = (run_key, record, run_version, key, slot_version, ended)
+        return self._commit_slotted(
+            claim_batch(self._client, self._collection, self._slots, request), run_key
+        )
+
+    def update_slotted(
+        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str
+    ) -> Any:
+        request = (run_key, changes, version, key)
+        return self._commit_slotted(
+            slotted_batch(self._client, self._collection, self._slots, request), run_key
+        )
+
+    def _commit_slotted(self, batch: Any, key: str) -> Any:
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
+            except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time

@@ -22,9 +22,11 @@ class Status(StrEnum):
     FAILED = "failed"
     # A retryable failure gave the run back; the next delivery may claim it at once.
     RELEASED = "released"
+    # Deliberately not run: another run of its job was in progress (`runledger.ledger.overlap`).
+    SKIPPED = "skipped"
 
 
-FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED})
+FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.SKIPPED})
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class RunRecord(Document):
     error: str | None = None
     # What started the attempt that wrote the record (facts.TRIGGERS); older records: scheduled.
     trigger: str = TRIGGER_SCHEDULED
+    # A skipped run's: the run key of the run of its job it yielded to.
+    yielded_to: str | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

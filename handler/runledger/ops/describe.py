@@ -24,9 +24,9 @@ from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerUnreadable
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.ops.backfill import job_settings
-from runledger.schedules import VARIABLE
 
 SHOWN = 10
 COUNTED = ("completed", "failed", "released", "skipped", "missed")
@@ -46,18 +46,6 @@ def add_parser(commands: Any, common: Any) -> None:
         ),
     )
     sub.add_argument("--job", required=True, help="Cloud Scheduler job id (in DEDUP_SCHEDULES)")
-
-
-def overlap_policy(env: Mapping[str, str], job: str) -> str:
-    """The job's `overlap` as DEDUP_SCHEDULES carries it; `allow` when the entry has none."""
-    try:
-        entries = json.loads(env.get(VARIABLE, "") or "[]")
-    except ValueError:
-        entries = []
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and entry.get("id") == job:
-            return str(entry.get("overlap", "allow"))
-    return "allow"
 
 
 @dataclass(frozen=True)
@@ -101,6 +89,8 @@ def _status(
     """What the ledger says of one time, in the audit's words where it judges it."""
     if any(record.status is Status.COMPLETED for record in present):
         return "completed"
+    if skipped(present):
+        return "skipped"  # deliberately not run (overlap: skip): never missed
     finding = judge(run, present, now, lease)
     if finding is not None and finding.value in ("missed", "stale"):
         if epoch is not None and run.schedule_time < epoch:
@@ -175,7 +165,7 @@ def describe(
         "job": job.id,
         "schedule": job.schedule,
         "time_zone": job.time_zone,
-        "overlap": overlap_policy(env, job.id),
+        "overlap": job.overlap,
         "state": state,
         "next": [rfc3339(moment) for moment in upcoming],
         "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],

@@ -65,6 +65,8 @@ class Printer:
             if record.lease_expires <= self._now:
                 return f"lease ran out {_when(record.lease_expires)}"
             return f"lease until {_when(record.lease_expires)}"
+        if record.yielded_to is not None:
+            return f"yielded to run {record.yielded_to[:16]} (overlap: skip)"
         return one_line(record.error) or f"finished {_when(record.finished_at)}"
 
     def run(self, row: RunRow, items: list[Any]) -> None:

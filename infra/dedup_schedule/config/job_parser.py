@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from dedup_schedule.config.model import ConfigError, JobConfig, TargetConfig
+from dedup_schedule.config.overlap_parser import parse_overlap
 from dedup_schedule.config.values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues
 from runledger import facts, schedules
 
@@ -27,6 +28,7 @@ _JOB_KEYS = frozenset(
         "catchUp",
         "catchUpMaxAge",
         "paused",
+        "overlap",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -152,6 +154,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         catch_up=catch_up,
         catch_up_max_age_s=catch_up_max_age,
         paused=job.boolean("paused", False),
+        overlap=parse_overlap(job),
     )
 
 

@@ -76,6 +76,8 @@ class JobConfig:
     catch_up_max_age_s: int = int(schedules.DEFAULT_CATCH_UP_MAX_AGE.total_seconds())
     # The Scheduler job is created (and kept) paused: its times are deliberately not run.
     paused: bool = False
+    # What a delivery does while another run of the job is in progress (runledger.ledger.overlap).
+    overlap: str = facts.OVERLAP_ALLOW
 
     @property
     def retry_window_s(self) -> float:
@@ -93,6 +95,7 @@ class JobConfig:
             catch_up=self.catch_up,
             catch_up_max_age_s=self.catch_up_max_age_s,
             paused=self.paused,
+            overlap=self.overlap,
         )
 
 

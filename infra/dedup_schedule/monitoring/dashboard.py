@@ -1,4 +1,4 @@
-"""The schedule's dashboard: runs, findings, attempts and latency (and audits, if on).
+"""The schedule's dashboard: runs, findings, attempts, latency (and audits, skips, if on).
 
 Its charts name the log-based metrics by the names of the metric resources (Outputs),
 so the dashboard is created after the metrics it charts.
@@ -18,39 +18,55 @@ import pulumi_gcp as gcp
 
 from dedup_schedule.monitoring.builders import LOG_METRIC_PREFIX, RESOURCE_TYPE, MonitoringScope
 from dedup_schedule.monitoring.metrics import MonitoredMetrics
+from runledger import facts
 
 
 def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitoring.Dashboard:
-    """Runs by outcome per job, findings, attempts and latency (and audits, if on)."""
-    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str]] = [
+    """Runs by outcome per job, findings, attempts and latency (and audits, skips, if on)."""
+    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str, str]] = [
         (
             "Runs by outcome and job",
             metrics.runs,
             _sum("metric.label.outcome", "metric.label.job"),
             "STACKED_BAR",
+            "",
         ),
         (
             "Audit findings by kind and job",
             metrics.findings,
             _sum("metric.label.kind", "metric.label.job"),
             "STACKED_BAR",
+            "",
         ),
         (
             "Attempts per run (99th percentile), by job",
             metrics.attempts,
             _percentile(),
             "LINE",
+            "",
         ),
         (
             "Handler latency in ms (99th percentile), by job",
             metrics.latency,
             _percentile(),
             "LINE",
+            "",
         ),
     ]
     if metrics.audits is not None:
-        tiles.append(("Audits finished", metrics.audits, _sum(), "STACKED_BAR"))
-    names = pulumi.Output.all(*(metric.name for _, metric, _, _ in tiles))
+        tiles.append(("Audits finished", metrics.audits, _sum(), "STACKED_BAR", ""))
+    if any(job.overlap == "skip" for job in scope.config.jobs):
+        # Deliveries an overlap policy skipped (runledger.ledger.overlap): deliberately not run.
+        tiles.append(
+            (
+                "Runs skipped (overlap: skip), by job",
+                metrics.runs,
+                _sum("metric.label.job"),
+                "STACKED_BAR",
+                f'metric.label.outcome="{facts.OUTCOME_OVERLAP_SKIPPED}"',
+            )
+        )
+    names = pulumi.Output.all(*(tile[1].name for tile in tiles))
     return gcp.monitoring.Dashboard(
         scope.placement.name("dashboard"),
         gcp.monitoring.DashboardArgs(
@@ -63,7 +79,7 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
 
 def _dashboard_json(
     scope: MonitoringScope,
-    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str]],
+    tiles: list[tuple[str, gcp.logging.Metric, dict[str, Any], str, str]],
     names: list[str],
 ) -> str:
     """The dashboard's JSON: one chart per tile, of the metric named `names[i]`."""
@@ -78,9 +94,9 @@ def _dashboard_json(
                     "yPos": 16 * (index // 2),
                     "width": 24,
                     "height": 16,
-                    "widget": _chart(title, name, aggregation, plot),
+                    "widget": _chart(title, name, aggregation, plot, labels),
                 }
-                for index, ((title, _, aggregation, plot), name) in enumerate(
+                for index, ((title, _, aggregation, plot, labels), name) in enumerate(
                     zip(tiles, names, strict=True)
                 )
             ],
@@ -117,7 +133,10 @@ def _percentile() -> dict[str, Any]:
     }
 
 
-def _chart(title: str, metric: str, aggregation: dict[str, Any], plot: str) -> dict[str, Any]:
+def _chart(
+    title: str, metric: str, aggregation: dict[str, Any], plot: str, labels: str
+) -> dict[str, Any]:
+    """One chart of the metric `metric`; `labels` narrows it to some of its series."""
     return {
         "title": title,
         "xyChart": {
@@ -129,6 +148,7 @@ def _chart(title: str, metric: str, aggregation: dict[str, Any], plot: str) -> d
                             "filter": (
                                 f'metric.type="{LOG_METRIC_PREFIX}{metric}" '
                                 f'resource.type="{RESOURCE_TYPE}"'
+                                + (f" {labels}" if labels else "")
                             ),
                             "aggregation": aggregation,
                         }
