@@ -168,15 +168,15 @@ def choose_backfill(
 
     The demo's retention covers the replayed window (`demo_stack.handler_env`), so a
     time before the oldest replayed run and before `replayed_since` could be past it.
-    A backfilled run, like a catch-up, reaches the job with an empty body
-    (`App.catch_up`), so only a job whose deliveries carry none is backfilled.
+    A backfilled run, like a catch-up, reaches the job with the body its Scheduler
+    job sends (DEDUP_SCHEDULES carries it: `App.catch_up`).
     """
     since = replayed_since(jobs, now, runs)
     oldest = min([plan.schedule_time for plan in plans] + [since])
     times = [
         Backfill(job.id, fire_times(job.schedule, job.time_zone, now, runs + 1)[0])
         for job in jobs
-        if job.id != paused and not job.body
+        if job.id != paused
     ]
     kept = [item for item in times if item.schedule_time >= oldest]
     return max(kept, key=lambda item: item.schedule_time, default=None)

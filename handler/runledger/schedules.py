@@ -50,7 +50,14 @@ AUDIT_JOB_ID = "runledger-audit"
 DEFAULT_LOOKBACK = timedelta(hours=6)
 DEFAULT_CATCH_UP_MAX_AGE = timedelta(hours=1)
 _REQUIRED = ("id", "schedule", "timeZone", "retryWindowSeconds")
-_OPTIONAL = ("attemptDeadlineSeconds", "catchUp", "catchUpMaxAgeSeconds", "paused", "overlap")
+_OPTIONAL = (
+    "attemptDeadlineSeconds",
+    "catchUp",
+    "catchUpMaxAgeSeconds",
+    "paused",
+    "overlap",
+    "body",
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,9 @@ class JobSchedule:
     catch_up_max_age: timedelta
     paused: bool = False
     overlap: str = OVERLAP_ALLOW
+    # The body the Scheduler job sends (its `body` in stack config), for the runs the
+    # handler starts itself: a catch-up or a backfill reaches the job as a delivery would.
+    body: str | None = None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -160,8 +170,11 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
         raise ConfigError(
             f"{where}: overlap {overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}"
         )
+    body = entry.get("body")
+    if body is not None and not isinstance(body, str):
+        raise ConfigError(f"{where}: body {body!r} is not a string")
     return JobSchedule(
-        job, schedule, time_zone, window, deadline, catch_up, max_age, paused, overlap
+        job, schedule, time_zone, window, deadline, catch_up, max_age, paused, overlap, body
     )
 
 
@@ -176,13 +189,15 @@ def schedule_entry(
     catch_up_max_age_s: int | None = None,
     paused: bool = False,
     overlap: str = OVERLAP_ALLOW,
+    body: str | None = None,
 ) -> dict[str, object]:
     """One job's entry of DEDUP_SCHEDULES, as `parse_schedules` reads it: its one builder.
 
     The retry window is written in whole seconds, rounded up, so the audit
     never judges a run too early. `catch_up`/`catch_up_max_age_s` left None are
-    left out (the parser's defaults apply); `paused` is written only when set
-    and `overlap` only when not allow, so every other entry stays as it was.
+    left out (the parser's defaults apply); `paused` is written only when set,
+    `overlap` only when not allow and `body` only when the job sends one, so every
+    other entry stays as it was.
     """
     entry: dict[str, object] = {
         "id": job_id,
@@ -199,6 +214,8 @@ def schedule_entry(
         entry["paused"] = True
     if overlap != OVERLAP_ALLOW:
         entry["overlap"] = overlap
+    if body is not None:
+        entry["body"] = body
     return entry
 
 

@@ -333,6 +333,27 @@ def test_catch_up_is_off_unless_the_job_opts_in(firestore_store):
     assert executions == Counter()
 
 
+def test_a_caught_up_run_gets_the_body_its_scheduler_job_sends(firestore_store):
+    bodies: list[bytes] = []
+    clock = FakeClock(T0 + timedelta(minutes=30))
+    raw = schedules(
+        {"id": "etl", "schedule": "0 12 * * *", "catchUp": True, "body": '{"report": "sales"}'},
+        {"id": "plain", "schedule": "0 12 * * *", "catchUp": True},
+    )
+    app, config = audit_app(
+        firestore_store,
+        {"etl": lambda ctx: bodies.append(ctx.body), "plain": lambda ctx: bodies.append(ctx.body)},
+        clock,
+        raw,
+    )
+    report = audit_of(firestore_store, app, config, catch_up=True).run(timedelta(hours=1))
+    assert sorted((f.job, f.catch_up) for f in report.findings) == [
+        ("etl", "completed"),
+        ("plain", "completed"),
+    ]
+    assert sorted(bodies) == [b"", b'{"report": "sales"}']
+
+
 # --- the audit job in the handler
 
 

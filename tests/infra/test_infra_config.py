@@ -10,6 +10,7 @@ import pytest
 
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import parse_config
+from runledger.schedules import parse_schedules
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "scheduler-dedup:"
@@ -349,3 +350,22 @@ def test_a_region_without_firestore_needs_an_explicit_database_location() -> Non
 def test_ingress_defaults_to_internal_only() -> None:
     assert parse_config(minimal()).ingress == "internal-only"
     assert parse_config(minimal(ingress="all")).ingress == "all"
+
+
+def test_a_job_body_reaches_its_schedule_entry_and_the_handler_parses_it_back() -> None:
+    config = parse_config(with_job(body='{"table": "crm"}'))
+    entries = json.loads(config.handler_env()["DEDUP_SCHEDULES"])
+    assert [entry.get("body") for entry in entries] == [None, '{"table": "crm"}']
+    assert "body" not in entries[0], "an entry without a body stays as it was"
+    parsed = parse_schedules(config.handler_env()["DEDUP_SCHEDULES"])
+    assert [schedule.body for schedule in parsed] == [None, '{"table": "crm"}']
+
+
+def test_bodies_that_would_overflow_the_functions_environment_limit_are_refused() -> None:
+    jobs = [{"id": f"job-{n}", "schedule": "0 2 * * *", "body": "x" * 4000} for n in range(9)]
+    with pytest.raises(ConfigError) as refused:
+        parse_config(minimal(jobs=jobs))
+    message = str(refused.value)
+    assert message.startswith(f"{NS}jobs: the handler's environment would be about ")
+    assert "32768-byte limit" in message
+    parse_config(minimal(jobs=jobs[:7]))  # 28,000 bytes of bodies still fit

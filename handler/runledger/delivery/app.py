@@ -106,6 +106,13 @@ class App:
         self.zones = dict(zones or {})
         # Each scheduled job's overlap policy (DEDUP_SCHEDULES; absent: allow).
         self.overlaps = dict(overlaps or {})
+        # The body each scheduled job's deliveries carry (DEDUP_SCHEDULES), which the
+        # runs the audit starts itself (catch-up, backfill) hand to the job too.
+        self.bodies = {
+            schedule.id: schedule.body.encode()
+            for schedule in (audit.schedules if audit is not None else ())
+            if schedule.body is not None
+        }
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> App:
@@ -267,7 +274,8 @@ class App:
         """Run a scheduled run the audit found missed or released, claimed as a delivery is.
 
         A late Scheduler retry of the same run races this on the one claim, so
-        exactly one of them runs the job. The job sees an empty body. `trigger`
+        exactly one of them runs the job. The job gets the body its Scheduler job
+        sends, as DEDUP_SCHEDULES says (none: empty). `trigger`
         says who asked (the catch-up, or a backfill request: `runledger.backfill.runs`).
         """
         run = replace(run, trigger=trigger)
@@ -280,7 +288,7 @@ class App:
             return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             return duplicate_response(result)
-        return self._execute(run, result, b"", fields)
+        return self._execute(run, result, self.bodies.get(run.job, b""), fields)
 
     def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
         """The run an unstamped forced run's copy belongs to: the earlier window's, if it began.

@@ -96,6 +96,7 @@ class JobConfig:
             catch_up_max_age_s=self.catch_up_max_age_s,
             paused=self.paused,
             overlap=self.overlap,
+            body=self.body,
         )
 
 

@@ -237,4 +237,26 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         alerts=parse_alerts(reader),
     )
     check_audit(config, reader, reader.key("jobs"))
+    _check_environment_size(config, reader.key("jobs"))
     return config
+
+
+# Cloud Run functions: "The total number of bytes used by environment variable names and
+# values for an individual function is limited to 32 KiB" (Cloud Run, "Environment
+# variables for services", variable size limits for functions). The deploy adds the
+# invoker allow-list (an e-mail address and a numeric id) to what is counted here.
+ENVIRONMENT_LIMIT_BYTES = 32 * 1024
+_DEPLOY_ADDS_BYTES = 256
+
+
+def _check_environment_size(config: ScheduleConfig, jobs_key: str) -> None:
+    """Refuse a stack whose handler environment Cloud Run would refuse at deploy."""
+    env = config.handler_env()
+    size = sum(len(name.encode()) + len(value.encode()) for name, value in env.items())
+    if size + _DEPLOY_ADDS_BYTES > ENVIRONMENT_LIMIT_BYTES:
+        raise ConfigError(
+            f"{jobs_key}: the handler's environment would be about {size + _DEPLOY_ADDS_BYTES} "
+            f"bytes, over Cloud Run functions' {ENVIRONMENT_LIMIT_BYTES}-byte limit for "
+            "variable names and values (DEDUP_SCHEDULES holds every job's entry and body): "
+            "shorten the bodies or split the jobs over two stacks"
+        )
