@@ -215,6 +215,7 @@ def schedules_value(
             catch_up=True if catch_up else None,
             catch_up_max_age_s=lookback_s if catch_up else None,
             overlap=(overlaps or {}).get(job.id, OVERLAP_ALLOW),
+            body=job.body,
         )
         entries.append(entry)
     return schedules_json(entries)

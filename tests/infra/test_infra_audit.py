@@ -103,13 +103,18 @@ def test_the_handler_reads_the_schedules_the_stack_deploys(run, multi_job_config
     assert (audit.project, audit.region) == ("dedup-test-project", "europe-west3")
 
 
-def test_every_configured_job_is_in_dedup_schedules_and_the_audit_is_not(run) -> None:
+def test_every_configured_job_is_in_dedup_schedules_and_the_audit_is_not(
+    run, multi_job_config
+) -> None:
     env = environment(run())
     entries = json.loads(env["DEDUP_SCHEDULES"])
 
     assert [entry["id"] for entry in entries] == ["nightly-report", "hourly-sync", "invoice-export"]
+    # A job's body rides along only when it has one, for the runs the audit starts itself.
+    bodies = [job.get("body") for job in multi_job_config[f"{NS}jobs"]]
+    assert [entry.get("body") for entry in entries] == bodies and any(bodies)
     assert all(
-        set(entry)
+        set(entry) - {"body"}
         == {
             "id",
             "schedule",

@@ -176,6 +176,6 @@ def test_the_backfilled_time_is_the_latest_not_replayed_within_the_retained_wind
     # With the frequent job paused, the daily job's time before its replay is older than
     # anything the demo's retention covers: no backfill rather than a refused one.
     assert choose_backfill(plans, [JOB, daily], NOW, 1, paused="sync") is None
-    # A backfill reaches the job with an empty body: a job whose deliveries carry one is left.
+    # A backfill hands the job the body its deliveries carry: such a job is chosen too.
     with_body = SimJob("sync", "5 * * * *", "UTC", 1.0, RetryPolicy(), (), b"purge")
-    assert choose_backfill(plans, [with_body], NOW, 4, paused=None) is None
+    assert choose_backfill(plans, [with_body], NOW, 4, paused=None) == chosen
