@@ -37,17 +37,25 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+# A shell's background jobs ignore SIGINT; a user's terminal does not. The demo
+# restores Ctrl-C itself, after exec: a `preexec_fn` would make Popen fork (not
+# vfork) this test process, whose gRPC channels to the emulator then crash the
+# child before exec in grpcio's fork handlers (grpc/grpc#43055, epoll EBADF).
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'localrun.demo'; runpy.run_module('localrun.demo', run_name='__main__')"
+)
+
+
 def test_ctrl_c_stops_everything_the_demo_started(firestore_emulator, tmp_path: Path) -> None:
     # (firestore_emulator only makes the test skip loudly where there is no emulator.)
     log = tmp_path / "demo.out"
     with log.open("w") as out:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "localrun.demo", "--runs", "40", *DEMO_ARGS],
+            [sys.executable, "-c", _WITH_CTRL_C, "--runs", "40", *DEMO_ARGS],
             cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
-            # A shell's background jobs ignore SIGINT; a user's terminal does not.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         deadline = time.monotonic() + 60
