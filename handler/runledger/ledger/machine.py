@@ -104,7 +104,7 @@ class Duplicate:
 ClaimResult = Claim | Duplicate
 
 
-def _fresh_record(
+def fresh_record(
     run: RunIdentity, attempt_id: str, now: datetime, lease_expires: datetime, expire_at: datetime
 ) -> RunRecord:
     """A first attempt's in_progress record; a takeover counts its attempts on from the old one."""
@@ -124,7 +124,7 @@ def _fresh_record(
     )
 
 
-def _claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
+def claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
     """The claim that `record`, this attempt's own write at `version`, proves."""
     return Claim(run, record.attempt_id, version, record.lease_expires, record.attempts)
 
@@ -226,19 +226,19 @@ class Ledger:
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock()
             lease_expires, expire_at = self._lease_ends(now), self.expire_at(run.schedule_time)
-            fresh = _fresh_record(run, attempt_id, now, lease_expires, expire_at)
+            fresh = fresh_record(run, attempt_id, now, lease_expires, expire_at)
             try:
                 version = self._store.create(run.key, fresh)
             except RecordExists:
                 pass
             else:
-                return _claim_of(run, fresh, version)
+                return claim_of(run, fresh, version)
             current = self._store.get(run.key)
             if current is None:
                 continue  # deleted since our create; create again
             existing = current.record
             if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
-                return _claim_of(run, existing, current.version)
+                return claim_of(run, existing, current.version)
             if not may_take_over(existing, now):
                 return Duplicate(existing.status, existing)
             if not existing.is_expired(now):
@@ -247,7 +247,7 @@ class Ledger:
                 version = self._store.update(run.key, fresh.to_document(), current.version)
             except VersionConflict:
                 continue  # another attempt moved first; look again
-            return _claim_of(run, fresh, version)
+            return claim_of(run, fresh, version)
         raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims")
 
     def renew(self, claim: Claim) -> Claim:

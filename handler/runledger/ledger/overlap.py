@@ -50,6 +50,8 @@ from runledger.ledger.machine import (
     Duplicate,
     Ledger,
     RunIdentity,
+    claim_of,
+    fresh_record,
     may_take_over,
 )
 from runledger.ledger.record import RunRecord, Status, Versioned
@@ -204,26 +206,13 @@ class OverlapLedger(Ledger):
             holder = None if stored is None else stored.slot
             if holder is not None and holder.run_key != run.key and holder.running(now):
                 return self._yield(run, attempt_id, policy, holder, now)
-            fresh = RunRecord(
-                status=Status.IN_PROGRESS,
-                attempt_id=attempt_id,
-                lease_expires=self._lease_ends(now),
-                expire_at=self.expire_at(run.schedule_time),
-                job=run.job,
-                schedule_time=run.schedule_time,
-                project=run.project,
-                region=run.region,
-                manual=run.manual,
-                attempts=1,
-                claimed_at=now,
-                trigger=run.trigger,
+            fresh = fresh_record(
+                run, attempt_id, now, self._lease_ends(now), self.expire_at(run.schedule_time)
             )
             if current is not None:
                 existing = current.record
                 if existing.attempt_id == attempt_id:  # our commit landed; its answer was lost
-                    return Claim(
-                        run, attempt_id, current.version, existing.lease_expires, existing.attempts
-                    )
+                    return claim_of(run, existing, current.version)
                 if not may_take_over(existing, now):
                     return Duplicate(existing.status, existing)
                 if not existing.is_expired(now):
@@ -241,7 +230,7 @@ class OverlapLedger(Ledger):
                 # The run exists (or moved on), or the slot moved: look at both again.
                 current = self._store.get(run.key)
                 continue
-            return Claim(run, attempt_id, version, fresh.lease_expires, fresh.attempts)
+            return claim_of(run, fresh, version)
         raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims of its job")
 
     def _yield(
