@@ -115,8 +115,14 @@ class App:
         }
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> App:
-        """Validate every setting now; connect to Firestore only on the first delivery."""
+    def from_env(
+        cls, env: Mapping[str, str], clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> App:
+        """Validate every setting now; connect to Firestore only on the first delivery.
+
+        `clock` is the deployed handler's real time; only the local demo shifts it
+        (`localrun.clocked_handler`).
+        """
         settings = Settings.from_env(env)
         jobs = load_jobs(settings.jobs_module)
 
@@ -134,6 +140,7 @@ class App:
             settings,
             jobs,
             firestore_store,
+            clock=clock,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
             overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
