@@ -1,7 +1,8 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
-With the audit on, the runtime account may list the project's Scheduler jobs
-(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack.
+With the audit on, the runtime account may list the project's Scheduler jobs (a custom
+role holding `runledger.facts.SCHEDULER_READ_PERMISSIONS` only), so the audit sees pauses
+and edits made outside the stack without reading other workloads' job targets.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -21,6 +22,7 @@ import pulumi_gcp as gcp
 from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
+from runledger import facts
 
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
@@ -33,11 +35,6 @@ from dedup_schedule.propagation import wait_for_grants
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
-# What the audit's one listing (`runledger.audit.scheduler_state`) needs: cloudscheduler.jobs.list
-# ("Method: projects.locations.jobs.list"). roles/cloudscheduler.viewer is the read-only
-# predefined role holding it ("Cloud Scheduler roles and permissions"); Scheduler roles are
-# granted no lower than the project (same page: lowest-level resource, Project).
-SCHEDULER_VIEWER_ROLE = "roles/cloudscheduler.viewer"
 # The API `runledger.targets.workflow_target` calls: its client
 # (google.cloud.workflows.executions_v1.ExecutionsClient) talks to
 # workflowexecutions.googleapis.com, which the stack's project (where the runtime
@@ -163,15 +160,31 @@ def _grant_workflow_invoker(
 
 
 def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
-    """`SCHEDULER_VIEWER_ROLE` on the stack's project for the runtime account: read only.
+    """A custom role holding `facts.SCHEDULER_READ_PERMISSIONS`, granted on the project.
 
-    Nothing waits for it: until it applies, the audit falls back to DEDUP_SCHEDULES.
+    Not roles/cloudscheduler.viewer: that role also reads every job's target
+    (cloudscheduler.jobs.fullView), other workloads' headers and bodies included.
+    Scheduler permissions are granted no lower than the project ("Cloud Scheduler
+    roles and permissions": lowest-level resource, Project). Nothing waits for the
+    grant: until it applies, the audit falls back to DEDUP_SCHEDULES.
     """
     place = args.placement
+    role = gcp.projects.IAMCustomRole(
+        place.name("scheduler-read-role"),
+        gcp.projects.IAMCustomRoleArgs(
+            project=args.config.project,
+            role_id=place.prefix.replace("-", "_") + "_scheduler_read",
+            title=f"{place.prefix} list Cloud Scheduler jobs",
+            description="List the project's Scheduler jobs (state and schedule); nothing else.",
+            permissions=list(facts.SCHEDULER_READ_PERMISSIONS),
+            stage="GA",
+        ),
+        opts=place.opts(parent),
+    )
     return gcp.projects.IAMMember(
-        place.name("scheduler-viewer"),
+        place.name("scheduler-read"),
         gcp.projects.IAMMemberArgs(
-            project=args.config.project, role=SCHEDULER_VIEWER_ROLE, member=args.runtime_member
+            project=args.config.project, role=role.name, member=args.runtime_member
         ),
         opts=place.opts(parent),
     )

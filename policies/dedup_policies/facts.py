@@ -272,6 +272,15 @@ LEDGER_PERMISSIONS = (
     "datastore.entities.get",
     "datastore.entities.update",
 )
+# Exactly what the audit calls on Cloud Scheduler: one `projects.locations.jobs.list`
+# listing of the stack's location (`runledger.audit.scheduler_state`), which needs
+# cloudscheduler.jobs.list ("Cloud Scheduler roles and permissions", "Access control
+# with IAM"). The predefined roles/cloudscheduler.viewer also holds
+# cloudscheduler.jobs.get and cloudscheduler.jobs.fullView (every job's target headers
+# and body), so the stack grants a custom role with these permissions instead. A later
+# read the audit makes adds its permission here: the program's role and the pack's
+# rule both take the list from this one place.
+SCHEDULER_READ_PERMISSIONS = ("cloudscheduler.jobs.list",)
 
 # --- the handler's settings -----------------------------------------------------------------
 

@@ -154,19 +154,30 @@ def test_a_paused_value_that_is_not_a_boolean_names_its_key(run, multi_job_confi
         run(jobs=jobs)
 
 
-def test_the_runtime_account_may_list_scheduler_jobs_read_only_when_the_audit_runs(run) -> None:
-    def viewer_grants(resources: list[CapturedResource]) -> list[dict[str, Any]]:
+def test_the_runtime_account_may_only_list_scheduler_jobs_when_the_audit_runs(run) -> None:
+    def scheduler_grants(resources: list[CapturedResource]) -> list[dict[str, Any]]:
+        roles = {
+            f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": r.inputs["permissions"]
+            for r in resources
+            if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"
+        }
         return [
-            r.inputs
+            {**r.inputs, "permissions": roles.get(r.inputs["role"])}
             for r in resources
             if r.type == "gcp:projects/iAMMember:IAMMember"
-            and r.inputs["role"] == "roles/cloudscheduler.viewer"
+            and (
+                r.inputs["role"].startswith("roles/cloudscheduler.")
+                or "cloudscheduler.jobs.list" in (roles.get(r.inputs["role"]) or [])
+            )
         ]
 
-    (grant,) = viewer_grants(run())
+    # A custom role holding only the listing the audit calls: no predefined Scheduler
+    # role, whose jobs.fullView would read other workloads' targets.
+    (grant,) = scheduler_grants(run())
+    assert grant["permissions"] == ["cloudscheduler.jobs.list"]
     assert grant["project"] == "dedup-test-project"
     assert grant["member"].startswith("serviceAccount:dedup-runtime@")
-    assert viewer_grants(run(audit={"enabled": False})) == []
+    assert scheduler_grants(run(audit={"enabled": False})) == []
 
 
 # --- the audit's Scheduler job --------------------------------------------------------------
