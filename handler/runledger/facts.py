@@ -35,6 +35,19 @@ MAX_RETRY_COUNT = 5
 # 5 s default, the interval is beyond maxBackoffDuration's useful range anyway.
 MAX_DOUBLINGS = 16
 
+# Header names HttpTarget.headers may not use: target.proto reserves names beginning
+# "X-Google-" and "X-AppEngine-" for Google. The provider checks them case-sensitively
+# while header names are case-insensitive, so a lower-case `x-google-project` passes it
+# and every delivery then arrives without that header. Compared lower-cased here.
+RESERVED_HEADER_PREFIXES = ("x-google-", "x-appengine-")
+
+
+def reserved_header_prefix(name: str) -> str | None:
+    """The reserved prefix `name` begins with, in any case, or None."""
+    lowered = name.lower()
+    return next((p for p in RESERVED_HEADER_PREFIXES if lowered.startswith(p)), None)
+
+
 # A Cloud Scheduler JOB_ID: letters, digits, hyphens and underscores, at most 500.
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,500}")
 
