@@ -5,6 +5,7 @@ config scalar as its text (pulumi/pulumi sdk/go/common/resource/config, Value's
 UnmarshalYAML); PyYAML's YAML 1.1 reading differs for yes/no/on/off, dates,
 octal-looking and exponent numbers and duplicate keys. Each case is one plan of a
 stack file written as text (`offline.stack_yaml` holds the rules and their sources).
+A misspelt provider key in the same file gets a "did you mean" warning.
 """
 
 from __future__ import annotations
@@ -96,3 +97,15 @@ def test_a_duplicate_key_is_refused_in_one_line(project_copy: Path, text: str, k
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert f"mapping key {key!r} already defined at line" in result.stderr
+
+
+def test_a_misspelt_provider_key_gets_a_did_you_mean_warning(project_copy: Path) -> None:
+    # The provider ignores keys it does not read (pulumi_gcp/config/vars.py lists those it does).
+    result = plan(project_copy, job() + "  gcp:regoin: europe-west1\n  gcp:zone: europe-west3-a\n")
+
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: gcp:regoin: not a key of the gcp provider, which ignores it; "
+        "did you mean 'region'?"
+    ]
