@@ -331,6 +331,7 @@ def test_every_alert_watches_a_log_metric_of_the_handlers_lines(run) -> None:
         "dedup-findings",
         "dedup-attempts",
         "dedup-latency",
+        "dedup-outlived-deadline",
         "dedup-audits",
     }
     for metric in metrics.values():
@@ -385,6 +386,10 @@ def test_metrics_extract_the_fields_the_handler_logs(run) -> None:
     assert metrics["dedup-latency"]["valueExtractor"] == "EXTRACT(jsonPayload.duration_ms)"
     assert metrics["dedup-latency"]["metricDescriptor"]["valueType"] == "DISTRIBUTION"
     assert '"audit_summary"' in metrics["dedup-audits"]["filter"]
+    # The final line of a run past its attempt deadline (runledger.delivery.deadline).
+    outlived = metrics["dedup-outlived-deadline"]
+    assert outlived["filter"].endswith(" AND jsonPayload.outlived_attempt_deadline_s>0")
+    assert outlived["labelExtractors"] == {"job": "EXTRACT(jsonPayload.job)"}
 
 
 def test_alerts_notify_the_configured_channels_and_emails(run) -> None:
@@ -450,6 +455,9 @@ def test_the_dashboard_charts_runs_attempts_and_latency(run) -> None:
     assert (
         "user/dedup-latency" in charts["Handler latency in ms (99th percentile), by job"]["filter"]
     )
+    outlived = charts["Runs past their attempt deadline (Scheduler gave up on the attempt), by job"]
+    assert "user/dedup-outlived-deadline" in outlived["filter"]
+    assert outlived["aggregation"]["groupByFields"] == ["metric.label.job"]
 
 
 # --- the outcome names the alerts count are the handler's -----------------------------------
@@ -611,10 +619,10 @@ def test_the_dashboard_json_has_no_zero_or_empty_field(run) -> None:
 
     assert defaults(layout, "") == []
     tiles = layout["mosaicLayout"]["tiles"]
-    assert len(tiles) == 5
+    assert len(tiles) == 6
     assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
     assert (tiles[3]["xPos"], tiles[3]["yPos"]) == (24, 16)
-    audits = tiles[4]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
+    audits = tiles[5]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
     assert "groupByFields" not in audits["aggregation"]
 
 
