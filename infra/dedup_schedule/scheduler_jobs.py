@@ -20,6 +20,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
+from dedup_schedule.custom_roles import custom_role
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
 from runledger import facts
@@ -169,17 +170,15 @@ def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pul
     grant: until it applies, the audit falls back to DEDUP_SCHEDULES.
     """
     place = args.placement
-    role = gcp.projects.IAMCustomRole(
-        place.name("scheduler-read-role"),
-        gcp.projects.IAMCustomRoleArgs(
-            project=args.config.project,
-            role_id=place.prefix.replace("-", "_") + "_scheduler_read",
-            title=f"{place.prefix} list Cloud Scheduler jobs",
-            description="List the project's Scheduler jobs (state and schedule); nothing else.",
-            permissions=list(facts.SCHEDULER_READ_PERMISSIONS),
-            stage="GA",
-        ),
-        opts=place.opts(parent),
+    role = custom_role(
+        place,
+        parent,
+        "scheduler-read-role",
+        args.config.project,
+        "scheduler_read",
+        "list Cloud Scheduler jobs",
+        "List the project's Scheduler jobs (state and schedule); nothing else.",
+        facts.SCHEDULER_READ_PERMISSIONS,
     )
     return gcp.projects.IAMMember(
         place.name("scheduler-read"),
@@ -229,17 +228,15 @@ def _run_job_role(
     """
     place = args.placement
     suffix = "run-job-role" if project == args.config.project else f"run-job-role-{project}"
-    return gcp.projects.IAMCustomRole(
-        place.name(suffix),
-        gcp.projects.IAMCustomRoleArgs(
-            project=project,
-            role_id=place.prefix.replace("-", "_") + "_run_job",
-            title=f"{place.prefix} run a Cloud Run job with overrides",
-            description="Start a job execution with environment overrides; nothing else.",
-            permissions=list(RUN_JOB_PERMISSIONS),
-            stage="GA",
-        ),
-        opts=place.opts(parent),
+    return custom_role(
+        place,
+        parent,
+        suffix,
+        project,
+        "run_job",
+        "run a Cloud Run job with overrides",
+        "Start a job execution with environment overrides; nothing else.",
+        RUN_JOB_PERMISSIONS,
     )
 
 

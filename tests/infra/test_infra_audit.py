@@ -27,6 +27,7 @@ from runledger.config import Settings
 from runledger.exceptions import StoreUnavailable, TerminalJobError
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from tests.clitools import run_module
 from tests.handler.support import FakeClock, deliver, make_app
 from tests.infra.conftest import SharedRuns, tree_digest, write_handler
 
@@ -664,3 +665,12 @@ def test_a_job_named_like_the_stacks_audit_job_is_rejected(run, multi_job_config
     jobs[0]["id"] = "dedup-audit"
     with pytest.raises(ProgramFailed, match=f"{NS}jobs\\[0\\].id: 'dedup-audit' is reserved"):
         run(jobs=jobs)
+
+
+def test_the_example_plan_grants_no_predefined_scheduler_role() -> None:
+    # `make plan` of the repository's example stack: the audit's listing is a custom role.
+    result = run_module("offline.plan", timeout_s=120)
+
+    assert result.returncode == 0, result.stderr
+    assert "roles/cloudscheduler." not in result.stdout
+    assert "permissions: [cloudscheduler.jobs.list]" in result.stdout
