@@ -108,11 +108,15 @@ RULES: tuple[Rule, ...] = (
         lambda t: _go_int(t.replace("_", "")),
     ),
     # yaml.v3 resolve.go: yamlStyleFloat ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
-    # after '_' removal: 1e3 is a float (YAML 1.2; PyYAML's 1.1 rules need a dot), so is
-    # 08 (not octal, not decimal to ParseInt).
+    # after '_' removal, if strconv.ParseFloat succeeds (1e400 is out of range: a string):
+    # 1e3 is a float (YAML 1.2; PyYAML's 1.1 rules need a dot), so is 08 (not octal, and
+    # not decimal to ParseInt).
     Rule(
         "float",
-        lambda t: _YAML_STYLE_FLOAT.fullmatch(t.replace("_", "")) is not None,
+        lambda t: (
+            _YAML_STYLE_FLOAT.fullmatch(t.replace("_", "")) is not None
+            and math.isfinite(float(t.replace("_", "")))
+        ),
         lambda t: float(t.replace("_", "")),
     ),
 )

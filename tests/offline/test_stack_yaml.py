@@ -60,6 +60,8 @@ def nested(text: str) -> object:
         (".5", 0.5),
         # Not octal and not ParseInt decimal, but yamlStyleFloat matches it.
         ("08", 8.0),
+        # ParseFloat's range error: not a float, so the text.
+        ("1e400", "1e400"),
         # Quoted scalars are strings whatever they spell.
         ("'yes'", "yes"),
         ('"0777"', "0777"),
