@@ -1,7 +1,8 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
-With the audit on, the runtime account may list the project's Scheduler jobs
-(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack.
+With the audit on, the runtime account may list the project's Scheduler jobs (a custom
+role holding `runledger.facts.SCHEDULER_READ_PERMISSIONS` only), so the audit sees pauses
+and edits made outside the stack without reading other workloads' job targets.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -19,8 +20,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
+from dedup_schedule.custom_roles import custom_role
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
+from runledger import facts
 
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
@@ -33,11 +36,6 @@ from dedup_schedule.propagation import wait_for_grants
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
-# What the audit's one listing (`runledger.audit.scheduler_state`) needs: cloudscheduler.jobs.list
-# ("Method: projects.locations.jobs.list"). roles/cloudscheduler.viewer is the read-only
-# predefined role holding it ("Cloud Scheduler roles and permissions"); Scheduler roles are
-# granted no lower than the project (same page: lowest-level resource, Project).
-SCHEDULER_VIEWER_ROLE = "roles/cloudscheduler.viewer"
 # The API `runledger.targets.workflow_target` calls: its client
 # (google.cloud.workflows.executions_v1.ExecutionsClient) talks to
 # workflowexecutions.googleapis.com, which the stack's project (where the runtime
@@ -163,15 +161,29 @@ def _grant_workflow_invoker(
 
 
 def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
-    """`SCHEDULER_VIEWER_ROLE` on the stack's project for the runtime account: read only.
+    """A custom role holding `facts.SCHEDULER_READ_PERMISSIONS`, granted on the project.
 
-    Nothing waits for it: until it applies, the audit falls back to DEDUP_SCHEDULES.
+    Not roles/cloudscheduler.viewer: that role also reads every job's target
+    (cloudscheduler.jobs.fullView), other workloads' headers and bodies included.
+    Scheduler permissions are granted no lower than the project ("Cloud Scheduler
+    roles and permissions": lowest-level resource, Project). Nothing waits for the
+    grant: until it applies, the audit falls back to DEDUP_SCHEDULES.
     """
     place = args.placement
+    role = custom_role(
+        place,
+        parent,
+        "scheduler-read-role",
+        args.config.project,
+        "scheduler_read",
+        "list Cloud Scheduler jobs",
+        "List the project's Scheduler jobs (state and schedule); nothing else.",
+        facts.SCHEDULER_READ_PERMISSIONS,
+    )
     return gcp.projects.IAMMember(
-        place.name("scheduler-viewer"),
+        place.name("scheduler-read"),
         gcp.projects.IAMMemberArgs(
-            project=args.config.project, role=SCHEDULER_VIEWER_ROLE, member=args.runtime_member
+            project=args.config.project, role=role.name, member=args.runtime_member
         ),
         opts=place.opts(parent),
     )
@@ -216,17 +228,15 @@ def _run_job_role(
     """
     place = args.placement
     suffix = "run-job-role" if project == args.config.project else f"run-job-role-{project}"
-    return gcp.projects.IAMCustomRole(
-        place.name(suffix),
-        gcp.projects.IAMCustomRoleArgs(
-            project=project,
-            role_id=place.prefix.replace("-", "_") + "_run_job",
-            title=f"{place.prefix} run a Cloud Run job with overrides",
-            description="Start a job execution with environment overrides; nothing else.",
-            permissions=list(RUN_JOB_PERMISSIONS),
-            stage="GA",
-        ),
-        opts=place.opts(parent),
+    return custom_role(
+        place,
+        parent,
+        suffix,
+        project,
+        "run_job",
+        "run a Cloud Run job with overrides",
+        "Start a job execution with environment overrides; nothing else.",
+        RUN_JOB_PERMISSIONS,
     )
 
 

@@ -103,7 +103,14 @@ LEDGER_GRANT = (
     f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
 )
 # The audit's listing of the Scheduler jobs' live state: read only, on the stack's project.
-SCHEDULER_VIEW_GRANT = (PROJECT_MEMBER, PROJECT, "", "", "roles/cloudscheduler.viewer", "")
+SCHEDULER_VIEW_GRANT = (
+    PROJECT_MEMBER,
+    PROJECT,
+    "",
+    "",
+    f"projects/{PROJECT}/roles/dedup_scheduler_read",
+    "",
+)
 
 
 # --- TTL on the checkpoint/output subcollection ---------------------------------------
@@ -155,7 +162,10 @@ def test_the_ledger_collection_cannot_be_the_work_collection(
 def test_without_targets_the_runtime_account_only_reaches_the_ledger_and_lists_jobs(plain) -> None:
     assert runtime_grants(plain) == {LEDGER_GRANT, SCHEDULER_VIEW_GRANT}
     assert not plain.of_type(JOB_MEMBER)
-    assert [role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)] == ["dedup_ledger_rw"]
+    assert sorted(role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)) == [
+        "dedup_ledger_rw",
+        "dedup_scheduler_read",
+    ]
     assert not any(r.name.startswith("dedup-target-") for r in plain)
 
 
@@ -203,6 +213,7 @@ def test_run_job_role_holds_only_run_and_run_with_overrides(targeted) -> None:
 
     assert set(roles) == {
         "dedup-ledger-role",
+        "dedup-scheduler-read-role",
         "dedup-run-job-role",
         f"dedup-run-job-role-{OTHER_PROJECT}",
     }
@@ -229,6 +240,7 @@ def test_two_jobs_on_one_project_share_the_run_job_role(
     assert sorted(r.name for r in resources.of_type(CUSTOM_ROLE)) == [
         "dedup-ledger-role",
         "dedup-run-job-role",
+        "dedup-scheduler-read-role",
     ]
     assert sorted(g.inputs["name"] for g in resources.of_type(JOB_MEMBER)) == [
         "reindex",

@@ -6,9 +6,9 @@ jobs pause`) or edited its schedule; Scheduler then sends other runs than
 DEDUP_SCHEDULES implies. So the audit asks Scheduler once per audit, with one
 listing of the stack's location (`projects.locations.jobs.list`, REST v1: "Lists
 jobs", up to 500 a page, permission `cloudscheduler.jobs.list` on the location's
-parent). The stack grants the handler's account `roles/cloudscheduler.viewer`,
-the read-only predefined role that holds it ("Cloud Scheduler roles and
-permissions"; lowest-level resource: project).
+parent). The stack grants the handler's account a custom role holding only
+that (`facts.SCHEDULER_READ_PERMISSIONS`; "Cloud Scheduler roles and
+permissions", lowest-level resource: project).
 
 A `Job` carries `state` (ENABLED, PAUSED, DISABLED "by the system due to
 error", UPDATE_FAILED), `schedule`, `timeZone` and `userUpdateTime`, "the time
@@ -103,9 +103,7 @@ def scheduler_lister(project: str, region: str, env: Mapping[str, str]) -> Liste
             except Exception as exc:  # transport or token refresh: no verdict from Scheduler
                 raise SchedulerUnreadable(f"jobs.list failed: {type(exc).__name__}") from None
             if answer.status_code == 403:
-                raise SchedulerUnreadable(
-                    "permission cloudscheduler.jobs.list denied (roles/cloudscheduler.viewer)"
-                )
+                raise SchedulerUnreadable("permission cloudscheduler.jobs.list denied")
             if answer.status_code != 200:
                 raise SchedulerUnreadable(f"jobs.list answered HTTP {answer.status_code}")
             body = answer.json()

@@ -19,6 +19,7 @@ from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings
+from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
 from runledger.delivery.invoker import check_invoker
@@ -106,6 +107,7 @@ class App:
         self.zones = dict(zones or {})
         # Each scheduled job's overlap policy (DEDUP_SCHEDULES; absent: allow).
         self.overlaps = dict(overlaps or {})
+        self.deadlines = attempt_deadlines(audit)  # a run that outlives one is logged as such
         # The body each scheduled job's deliveries carry (DEDUP_SCHEDULES), which the
         # runs the audit starts itself (catch-up, backfill) hand to the job too.
         self.bodies = {
@@ -168,12 +170,14 @@ class App:
         started = time.monotonic()
         fields: dict[str, object] = {}
         response = self._respond(method, list(headers), body, fields, started)
+        elapsed_s = time.monotonic() - started
+        fields.update(outlived_deadline(fields, elapsed_s, self.deadlines))
         log_line(
             _SEVERITY.get(response.status // 100, "INFO"),
             response.message,
             outcome=response.outcome,
             status=response.status,
-            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            duration_ms=round(elapsed_s * 1000, 1),
             **fields,
         )
         return response
