@@ -268,9 +268,10 @@ def _scheduler_job(
             # so it is used verbatim rather than prefixed.
             name=job.id,
             description=job.description or None,
-            # "Sets the job to a paused state. Jobs default to being enabled when this
-            # property is not set" (pulumi-gcp cloudscheduler.Job `paused`).
-            paused=job.paused or None,
+            # Always sent, false too: the provider's `paused` is Optional+Computed and it
+            # calls pause/resume only when the value changes, so an unset value would
+            # leave a job the stack once paused paused (platform-facts.md).
+            paused=job.paused,
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",
