@@ -30,7 +30,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from runledger.audit.expected import ExpectedRun
-from runledger.audit.scheduler_state import LiveJob
+from runledger.audit.scheduler_state import Lister, LiveJob
+from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.schedules import JobSchedule
 
 
@@ -104,6 +105,19 @@ def timelines(
         why = f"Cloud Scheduler not read ({unread})"
         return {job.id: unknown(why) for job in schedules}
     return {job.id: from_history(live[job.id]) for job in schedules if job.id in live}
+
+
+def job_timeline(lister: Lister, job: JobSchedule, since: datetime) -> Timeline:
+    """One job's timeline from `since`, as the audit would take it, from one listing."""
+    try:
+        live = lister(since)
+    except SchedulerAbsent:
+        return declared(job)
+    except SchedulerUnreadable as exc:
+        return unknown(f"Cloud Scheduler not read ({exc})")
+    if job.id not in live:
+        return unknown("not in Cloud Scheduler")
+    return from_history(live[job.id])
 
 
 def paused_at(run: ExpectedRun, lines: Mapping[str, Timeline]) -> bool:
