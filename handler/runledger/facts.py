@@ -272,6 +272,9 @@ LEDGER_PERMISSIONS = (
     "datastore.entities.get",
     "datastore.entities.update",
 )
+# What the audit's read of Cloud Scheduler's Admin Activity audit log (PauseJob and
+# ResumeJob entries, `runledger.audit.pause_log`) needs: entries.list on the project.
+PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 
 # --- the handler's settings -----------------------------------------------------------------
 

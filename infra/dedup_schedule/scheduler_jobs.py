@@ -1,7 +1,9 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
 With the audit on, the runtime account may list the project's Scheduler jobs
-(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack.
+(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack,
+and read the project's log entries (`facts.PAUSE_LOG_PERMISSIONS`, a custom role), so
+it knows when each pause began and ended from Scheduler's Admin Activity audit log.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -21,6 +23,7 @@ import pulumi_gcp as gcp
 from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
+from runledger import facts
 
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
@@ -97,6 +100,7 @@ class ScheduledJobs(pulumi.ComponentResource):
         ]
         if args.config.audit_job is not None:
             _grant_scheduler_view(self, args)
+            _grant_pause_log_read(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
 
@@ -173,6 +177,38 @@ def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pul
         gcp.projects.IAMMemberArgs(
             project=args.config.project, role=SCHEDULER_VIEWER_ROLE, member=args.runtime_member
         ),
+        opts=place.opts(parent),
+    )
+
+
+def _grant_pause_log_read(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
+    """A custom role holding only `facts.PAUSE_LOG_PERMISSIONS`, on the project, for the
+    runtime account.
+
+    `runledger.audit.pause_log` calls entries.list on the project for Cloud
+    Scheduler's Admin Activity entries, which needs `logging.logEntries.list`
+    (`logging.privateLogEntries.list` is for Data Access logs); every predefined
+    Logging role that holds it grants more (roles/logging.viewer also lists logs,
+    sinks, buckets and views). Log entries have no narrower IAM resource than
+    the project here. Nothing waits for the grant: until it applies, the audit
+    reports missed times of unknown state and catches none up.
+    """
+    cfg, place = args.config, args.placement
+    role = gcp.projects.IAMCustomRole(
+        place.name("pause-log-role"),
+        gcp.projects.IAMCustomRoleArgs(
+            project=cfg.project,
+            role_id=place.prefix.replace("-", "_") + "_pause_log_read",
+            title=f"{place.prefix} read Cloud Scheduler's audit log entries",
+            description="List log entries (the audit reads PauseJob and ResumeJob); nothing else.",
+            permissions=list(facts.PAUSE_LOG_PERMISSIONS),
+            stage="GA",
+        ),
+        opts=place.opts(parent),
+    )
+    return gcp.projects.IAMMember(
+        place.name("pause-log-read"),
+        gcp.projects.IAMMemberArgs(project=cfg.project, role=role.name, member=args.runtime_member),
         opts=place.opts(parent),
     )
 

@@ -26,15 +26,17 @@ from pulumi_policy.proxy import UnknownValueError
 from dedup_policies import types
 from dedup_policies.accounts import member_email
 from dedup_policies.config import schema, setting
-from dedup_policies.facts import LEDGER_PERMISSIONS
+from dedup_policies.facts import LEDGER_PERMISSIONS, PAUSE_LOG_PERMISSIONS
 from dedup_policies.iam_grants import grants
 from dedup_policies.props import as_list, as_text, get_path
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 
-# LEDGER_PERMISSIONS is exactly what the handler's ledger calls use; a handler that
-# needs more (delete, listing, transactions) can add them through this policy's
+# LEDGER_PERMISSIONS is exactly what the handler's ledger calls use, and
+# PAUSE_LOG_PERMISSIONS what the audit's read of Scheduler's audit log uses; a handler
+# that needs more (delete, listing, transactions) can add them through this policy's
 # `allowedPermissions` config.
+CUSTOM_ROLE_PERMISSIONS = (*LEDGER_PERMISSIONS, *PAUSE_LOG_PERMISSIONS)
 # Project-wide predefined roles that add no data access: observability only.
 OBSERVABILITY_ROLES = (
     "roles/logging.logWriter",
@@ -260,7 +262,7 @@ def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
         )
     )
     conditional_roles = set(setting(args, "allowedConditionalRoles", list(CONDITIONAL_ROLES)))
-    allowed_perms = set(setting(args, "allowedPermissions", list(LEDGER_PERMISSIONS)))
+    allowed_perms = set(setting(args, "allowedPermissions", list(CUSTOM_ROLE_PERMISSIONS)))
     accounts = _StackAccounts(args.resources)
     custom = _custom_roles(args.resources)
     for resource in args.resources:
@@ -300,7 +302,7 @@ project_grants_least_privilege = StackValidationPolicy(
         allowedPermissions={
             "type": "array",
             "items": {"type": "string"},
-            "default": list(LEDGER_PERMISSIONS),
+            "default": list(CUSTOM_ROLE_PERMISSIONS),
         },
     ),
     validate=_project_grants,

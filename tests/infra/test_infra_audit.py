@@ -212,6 +212,31 @@ def test_the_runtime_account_may_list_scheduler_jobs_read_only_when_the_audit_ru
     assert viewer_grants(run(audit={"enabled": False})) == []
 
 
+def test_the_runtime_account_may_read_scheduler_audit_log_entries_and_nothing_more(run) -> None:
+    def log_grants(resources: list[CapturedResource]) -> list[tuple[dict[str, Any], Any]]:
+        roles = {
+            r.name: r.inputs
+            for r in resources
+            if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"
+            and "logging.logEntries.list" in r.inputs["permissions"]
+        }
+        return [
+            (r.inputs, roles[name])
+            for r in resources
+            if r.type == "gcp:projects/iAMMember:IAMMember"
+            for name in roles
+            if roles[name]["roleId"] in r.inputs["role"]
+        ]
+
+    ((grant, role),) = log_grants(run())
+    # Admin Activity entries need logging.logEntries.list alone (not privateLogEntries).
+    assert role["permissions"] == ["logging.logEntries.list"]
+    assert role["project"] == grant["project"] == "dedup-test-project"
+    assert grant["member"].startswith("serviceAccount:dedup-runtime@")
+    assert "condition" not in grant
+    assert log_grants(run(audit={"enabled": False})) == []
+
+
 # --- the audit's Scheduler job --------------------------------------------------------------
 
 
