@@ -51,10 +51,13 @@ class FakeScheduler:
         self._clock = clock
         self.schedules = dict(jobs)
         self.calls: list[tuple[str, StateChange]] = []
+        self.unlogged: set[StateChange] = set()  # calls whose log entry has not arrived yet
         self.log_unread: str | None = None
 
-    def pause(self, job: str, at: datetime) -> FakeScheduler:
+    def pause(self, job: str, at: datetime, logged: bool = True) -> FakeScheduler:
         self.calls.append((job, StateChange(at, True)))
+        if not logged:
+            self.unlogged.add(StateChange(at, True))
         return self
 
     def resume(self, job: str, at: datetime) -> FakeScheduler:
@@ -70,7 +73,7 @@ class FakeScheduler:
             if self.log_unread is not None:
                 listed[job] = LiveJob(job, paused, schedule, "UTC", history_unread=self.log_unread)
                 continue
-            logged = tuple(change for change in made if change.at >= since)
+            logged = tuple(c for c in made if c.at >= since and c not in self.unlogged)
             listed[job] = LiveJob(job, paused, schedule, "UTC", logged, since)
         return listed
 

@@ -241,6 +241,83 @@ def test_without_the_pause_log_a_missed_time_is_reported_as_unknown_and_not_caug
     assert "missed runs reported, not caught up" in summary["message"]
 
 
+def test_a_pause_the_log_does_not_show_yet_is_weighed_against_what_the_last_audit_saw(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    paused_at = START + timedelta(hours=2, minutes=50)  # the deploy's PauseJob, not yet logged
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", paused_at, logged=False)
+    entry = {"id": "etl", **HOURLY, "retryWindowSeconds": 7200}
+    app, _ = audited_app(firestore_store, jobs, clock, [entry], live=scheduler)
+    first = audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    assert summary_of(first)["pending"] == 2  # 00:00 and 01:00 not settled yet: not judged
+    # The deploy pauses the job and writes `paused: true` into the handler's settings.
+    deployed, _ = audited_app(firestore_store, jobs, clock, [entry | {"paused": True}], scheduler)
+
+    lines = audit_lines(deployed, clock, capsys, START + timedelta(hours=4))
+
+    # The log shows no pause in the window, which would make it paused throughout; the
+    # first audit saw it enabled at 01:00, so its state is unknown: missed, reported.
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [
+        stamp(START),
+        stamp(START + timedelta(hours=1)),
+    ]
+    assert "disagrees with what the audit saw at 2026-10-16T01:00:03Z" in missed[0]["detail"]
+
+
+def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_them(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", START - timedelta(days=1))
+    scheduler.log_unread = "entries.list answered HTTP 503"
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+
+    first = audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    second = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+
+    # Nothing showed 00:00 and 01:00 (before the first audit looked) paused: reported,
+    # not caught up. Both audits saw it paused, so 02:00 and 03:00, after the first
+    # audit, are deliberately not run.
+    assert [line["schedule_time"] for line in first if line["outcome"] == "run_missed"] == [
+        stamp(START)
+    ]
+    missed = [line for line in second if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [stamp(START + timedelta(hours=1))]
+    assert "no pause history (entries.list answered HTTP 503)" in missed[0]["detail"]
+    assert summary_of(second)["paused_runs"] == 2
+    assert not jobs.runs
+
+
+def test_deleting_the_audits_documents_loses_only_evidence_never_a_run(
+    firestore_store, firestore_db, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", START - timedelta(days=1))
+    scheduler.log_unread = "entries.list answered HTTP 503"
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+    audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    # An operator deletes the audit's documents (epochs, watermarks, sightings).
+    firestore_db.recursive_delete(firestore_db.collection("runledger_audit"))
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+
+    # The epoch starts again now, so nothing before it is judged; nothing ran twice
+    # or at all, and no time is excused on evidence that is gone.
+    assert [line["outcome"] for line in lines] == ["audit_summary"]
+    assert summary_of(lines)["paused_runs"] == 0
+    assert not jobs.runs
+    later = audit_lines(app, clock, capsys, START + timedelta(hours=5))
+    assert summary_of(later)["paused_runs"] == 2  # 04:00, 05:00: both audits saw it paused
+    assert not jobs.runs
+
+
 def test_a_job_resumed_in_the_console_while_the_stack_has_it_paused_is_drifted(
     firestore_store, capsys
 ):

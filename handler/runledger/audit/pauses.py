@@ -17,6 +17,11 @@ job's `userUpdateTime` is not evidence: the API does not say a pause sets it.
     Scheduler not read                -> unknown throughout
     no Scheduler at all (a local run) -> DEDUP_SCHEDULES' `paused` throughout
 
+The handler's audit also keeps what it saw of each job at its last audit
+(`watermarks.Sighting`): a log that says otherwise of that instant is missing a
+call (the job's state is then unknown over the window), and, with no log, a job
+paused at both audits is taken as paused between them.
+
 A time whose state is unknown is judged as any other (a record shows it was
 delivered), but a missing one is reported `missed` with the reason and never
 caught up. docs/audit.md tells each case.
@@ -26,12 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from runledger.audit.expected import ExpectedRun
 from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
+from runledger.ledger.watermarks import JobMark, Sighting
 from runledger.schedules import JobSchedule
 
 
@@ -118,6 +124,35 @@ def job_timeline(lister: Lister, job: JobSchedule, since: datetime) -> Timeline:
     if job.id not in live:
         return unknown("not in Cloud Scheduler")
     return from_history(live[job.id])
+
+
+def with_sighting(line: Timeline, live: LiveJob | None, seen: Sighting | None) -> Timeline:
+    """`line` weighed against what the last audit saw of the job (`seen`)."""
+    if seen is None or live is None:
+        return line
+    saw = State.PAUSED if seen.paused else State.ENABLED
+    if live.history_from is None:
+        if seen.paused and live.paused:
+            return Timeline(((None, State.UNKNOWN), (seen.at, State.PAUSED)), line.why)
+        return line
+    state = line.at(seen.at)
+    if state is not State.UNKNOWN and state is not saw:
+        return unknown(f"its audit log disagrees with what the audit saw at {_stamp(seen.at)}")
+    return line
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def sighting(
+    live: Mapping[str, LiveJob] | None, job: str, now: datetime, mark: JobMark | None
+) -> Sighting | None:
+    """What this audit saw of the job, to keep in its mark; Scheduler unread: the last one."""
+    state = None if live is None else live.get(job)
+    if state is None:
+        return None if mark is None else mark.seen
+    return Sighting(now, state.paused)
 
 
 def paused_at(run: ExpectedRun, lines: Mapping[str, Timeline]) -> bool:

@@ -62,7 +62,14 @@ from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, listed_runs
 from runledger.audit.findings import AuditFinding, AuditReport, Finding, PausedJob, judge
-from runledger.audit.pauses import State, Timeline, paused_at, timelines
+from runledger.audit.pauses import (
+    State,
+    Timeline,
+    paused_at,
+    sighting,
+    timelines,
+    with_sighting,
+)
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
 from runledger.audit.walk import Walk, expired_count, listed_once
 from runledger.delivery.identify import run_key
@@ -70,7 +77,13 @@ from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.machine import RunIdentity
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
-from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
+from runledger.ledger.watermarks import (
+    MAX_OPEN_PER_JOB,
+    JobMark,
+    JobState,
+    LedgerMarks,
+    OpenRun,
+)
 from runledger.schedules import AuditSettings, JobSchedule
 
 # Keys per batch read: one BatchGetDocuments call each.
@@ -142,18 +155,27 @@ class Audit:
         schedules = [s for s in self._settings.schedules if job is None or s.id == job]
         live, unread, absent = self._live_jobs(start) if schedules else (None, None, True)
         findings: list[AuditFinding] = []
-        paused: list[PausedJob] = []
         judged: list[JobSchedule] = []
-        self._lines = timelines(schedules, live, unread, absent)
         for schedule in schedules:
             differs = drift(schedule, live)
             if differs:
                 findings.append(_job_finding(schedule.id, Finding.DRIFTED, differs))
-                continue
-            line = self._lines[schedule.id]
-            if line.at(now) is State.PAUSED:
-                paused.append(PausedJob(schedule.id, line.paused_since))
-            judged.append(schedule)
+            else:
+                judged.append(schedule)
+        self._lines = timelines(schedules, live, unread, absent)
+        states = {}
+        if self._marks is not None and judged:
+            states = self._marks.load(judged, now)
+            for schedule in judged:
+                mark = states[schedule.id].mark
+                seen = None if mark is None else mark.seen
+                state = None if live is None else live.get(schedule.id)
+                self._lines[schedule.id] = with_sighting(self._lines[schedule.id], state, seen)
+        paused = [
+            PausedJob(schedule.id, self._lines[schedule.id].paused_since)
+            for schedule in judged
+            if self._lines[schedule.id].at(now) is State.PAUSED
+        ]
         base = AuditReport(
             window_start=start,
             window_end=now,
@@ -169,7 +191,7 @@ class Audit:
             history_unread=history_unread(schedules, live),
         )
         if self._marks is not None:
-            return self._run_marked(self._marks, base, judged)
+            return self._run_marked(self._marks, base, judged, states, live)
         assert self._epochs is not None  # one of the two, checked on construction
         listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
         for job_id, reason in failures.items():
@@ -215,11 +237,15 @@ class Audit:
         return records
 
     def _run_marked(
-        self, marks: LedgerMarks, base: AuditReport, judged: Sequence[JobSchedule]
+        self,
+        marks: LedgerMarks,
+        base: AuditReport,
+        judged: Sequence[JobSchedule],
+        states: Mapping[str, JobState],
+        live: Mapping[str, LiveJob] | None,
     ) -> AuditReport:
         """The handler's audit: from each job's watermark, each settled run judged once."""
         now, start = base.window_end, base.window_start
-        states = marks.load(judged, now) if judged else {}
         per_job = max(READ_BUDGET // max(len(judged), 1), 1)
         findings = list(base.findings)
         walks: list[Walk] = []
@@ -300,6 +326,7 @@ class Audit:
                 walk.epoch,
                 walk.judged_to,
                 tuple(keep[-MAX_OPEN_PER_JOB:]),
+                sighting(live, job.id, now, states[job.id].mark),
             )
             old = states[job.id].mark
             if mark != old:
