@@ -267,15 +267,21 @@ def test_a_pause_the_log_does_not_show_yet_is_weighed_against_what_the_last_audi
     assert "disagrees with what the audit saw at 2026-10-16T01:00:03Z" in missed[0]["detail"]
 
 
-def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_them(
-    firestore_store, capsys
-):
+def paused_long_ago_log_unread(store) -> tuple[Jobs, FakeClock, App]:
+    """A job the stack and Scheduler have paused since yesterday; Scheduler's log unread."""
     jobs = Jobs()
     clock = FakeClock(START)
     scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", START - timedelta(days=1))
     scheduler.log_unread = "entries.list answered HTTP 503"
     entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
-    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+    app, _ = audited_app(store, jobs, clock, entries, live=scheduler)
+    return jobs, clock, app
+
+
+def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_them(
+    firestore_store, capsys
+):
+    jobs, clock, app = paused_long_ago_log_unread(firestore_store)
 
     first = audit_lines(app, clock, capsys, START + timedelta(hours=1))
     second = audit_lines(app, clock, capsys, START + timedelta(hours=3))
@@ -296,12 +302,7 @@ def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_t
 def test_deleting_the_audits_documents_loses_only_evidence_never_a_run(
     firestore_store, firestore_db, capsys
 ):
-    jobs = Jobs()
-    clock = FakeClock(START)
-    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", START - timedelta(days=1))
-    scheduler.log_unread = "entries.list answered HTTP 503"
-    entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
-    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+    jobs, clock, app = paused_long_ago_log_unread(firestore_store)
     audit_lines(app, clock, capsys, START + timedelta(hours=1))
     # An operator deletes the audit's documents (epochs, watermarks, sightings).
     firestore_db.recursive_delete(firestore_db.collection("runledger_audit"))
