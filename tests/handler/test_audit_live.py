@@ -296,6 +296,8 @@ def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_t
     assert [line["schedule_time"] for line in missed] == [stamp(START + timedelta(hours=1))]
     assert "no pause history (entries.list answered HTTP 503)" in missed[0]["detail"]
     assert summary_of(second)["paused_runs"] == 2
+    # When the pause began is not known: no audit saw it begin, and no log says.
+    assert summary_of(second)["paused_jobs"] == [{"job": "etl", "since": None}]
     assert not jobs.runs
 
 

@@ -68,8 +68,9 @@ class Timeline:
 
     @property
     def paused_since(self) -> datetime | None:
-        """When the pause the job is in now began (None: before the evidence, or unknown)."""
-        return self.steps[-1][0]
+        """When the pause the job is in now began: the PauseJob the log shows (None: before
+        the evidence starts; the first two steps are the evidence's start, not a call)."""
+        return self.steps[-1][0] if len(self.steps) > 2 else None
 
 
 def declared(job: JobSchedule) -> Timeline:
