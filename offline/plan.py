@@ -106,6 +106,7 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "name",
         "schedule",
         "timeZone",
+        "paused",
         "attemptDeadline",
         "retryConfig",
         "httpTarget.httpMethod",

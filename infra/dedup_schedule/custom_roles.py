@@ -1,7 +1,8 @@
 """The stack's custom IAM roles, each holding exactly the permissions one part of it calls.
 
 Every predefined role covering them grants more, so the ledger's document access,
-the audit's Scheduler listing and a Cloud Run job target's start are custom roles.
+the audit's Scheduler listing and pause-log read, and a Cloud Run job target's start
+are custom roles.
 A role's id derives from the name prefix, so two stacks in one project keep their own.
 """
 

@@ -2,7 +2,9 @@
 
 With the audit on, the runtime account may list the project's Scheduler jobs (a custom
 role holding `runledger.facts.SCHEDULER_READ_PERMISSIONS` only), so the audit sees pauses
-and edits made outside the stack without reading other workloads' job targets.
+and edits made outside the stack without reading other workloads' job targets, and read
+the project's log entries (`facts.PAUSE_LOG_PERMISSIONS`, a custom role), so it knows
+when each pause began and ended from Scheduler's Admin Activity audit log.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -95,6 +97,7 @@ class ScheduledJobs(pulumi.ComponentResource):
         ]
         if args.config.audit_job is not None:
             _grant_scheduler_view(self, args)
+            _grant_pause_log_read(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
 
@@ -182,6 +185,38 @@ def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pul
     )
     return gcp.projects.IAMMember(
         place.name("scheduler-read"),
+        gcp.projects.IAMMemberArgs(
+            project=args.config.project, role=role.name, member=args.runtime_member
+        ),
+        opts=place.opts(parent),
+    )
+
+
+def _grant_pause_log_read(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
+    """A custom role holding only `facts.PAUSE_LOG_PERMISSIONS`, on the project, for the
+    runtime account.
+
+    `runledger.audit.pause_log` calls entries.list on the project for Cloud
+    Scheduler's Admin Activity entries, which needs `logging.logEntries.list`
+    (`logging.privateLogEntries.list` is for Data Access logs); every predefined
+    Logging role that holds it grants more (roles/logging.viewer also lists logs,
+    sinks, buckets and views). Log entries have no narrower IAM resource than
+    the project here. Nothing waits for the grant: until it applies, the audit
+    reports missed times of unknown state and catches none up.
+    """
+    place = args.placement
+    role = custom_role(
+        place,
+        parent,
+        "pause-log-role",
+        args.config.project,
+        "pause_log_read",
+        "read Cloud Scheduler's audit log entries",
+        "List log entries (the audit reads PauseJob and ResumeJob); nothing else.",
+        facts.PAUSE_LOG_PERMISSIONS,
+    )
+    return gcp.projects.IAMMember(
+        place.name("pause-log-read"),
         gcp.projects.IAMMemberArgs(
             project=args.config.project, role=role.name, member=args.runtime_member
         ),
@@ -278,9 +313,10 @@ def _scheduler_job(
             # so it is used verbatim rather than prefixed.
             name=job.id,
             description=job.description or None,
-            # "Sets the job to a paused state. Jobs default to being enabled when this
-            # property is not set" (pulumi-gcp cloudscheduler.Job `paused`).
-            paused=job.paused or None,
+            # Always sent, false too: the provider's `paused` is Optional+Computed and it
+            # calls pause/resume only when the value changes, so an unset value would
+            # leave a job the stack once paused paused (platform-facts.md).
+            paused=job.paused,
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",

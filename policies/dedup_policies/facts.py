@@ -294,6 +294,9 @@ LEDGER_PERMISSIONS = (
 # read the audit makes adds its permission here: the program's role and the pack's
 # rule both take the list from this one place.
 SCHEDULER_READ_PERMISSIONS = ("cloudscheduler.jobs.list",)
+# What the audit's read of Cloud Scheduler's Admin Activity audit log (PauseJob and
+# ResumeJob entries, `runledger.audit.pause_log`) needs: entries.list on the project.
+PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 
 # --- the handler's settings -----------------------------------------------------------------
 

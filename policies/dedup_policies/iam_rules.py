@@ -26,15 +26,16 @@ from pulumi_policy.proxy import UnknownValueError
 from dedup_policies import types
 from dedup_policies.accounts import member_email
 from dedup_policies.config import schema, setting
-from dedup_policies.facts import LEDGER_PERMISSIONS, SCHEDULER_READ_PERMISSIONS
+from dedup_policies.facts import (
+    LEDGER_PERMISSIONS,
+    PAUSE_LOG_PERMISSIONS,
+    SCHEDULER_READ_PERMISSIONS,
+)
 from dedup_policies.iam_grants import grants
 from dedup_policies.props import as_list, as_text, get_path
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 
-# LEDGER_PERMISSIONS is exactly what the handler's ledger calls use; a handler that
-# needs more (delete, listing, transactions) can add them through this policy's
-# `allowedPermissions` config.
 # Project-wide predefined roles that add no data access: observability only.
 OBSERVABILITY_ROLES = (
     "roles/logging.logWriter",
@@ -50,13 +51,16 @@ OBSERVABILITY_ROLES = (
 # `allowedRoles` to refuse workflow targets.
 PROXY_TARGET_ROLES = ("roles/workflows.invoker",)
 
-# The permissions a stack custom role may hold project-wide: the ledger's (granted with
-# a database condition) and the audit's Scheduler listing (SCHEDULER_READ_PERMISSIONS:
-# cloudscheduler.jobs.list; Scheduler grants go no lower than the project, "Cloud
-# Scheduler roles and permissions"). Every predefined Cloud Scheduler role is refused:
-# even roles/cloudscheduler.viewer holds cloudscheduler.jobs.fullView, which reads every
-# job's target headers and body in the project ("Access control with IAM").
-DEFAULT_PERMISSIONS = (*LEDGER_PERMISSIONS, *SCHEDULER_READ_PERMISSIONS)
+# The permissions a stack custom role may hold project-wide: exactly what the handler
+# calls. The ledger's (granted with a database condition); the audit's Scheduler listing
+# (SCHEDULER_READ_PERMISSIONS: cloudscheduler.jobs.list; Scheduler grants go no lower
+# than the project, "Cloud Scheduler roles and permissions"); and the audit's read of
+# Scheduler's Admin Activity log (PAUSE_LOG_PERMISSIONS: logging.logEntries.list). Every
+# predefined Cloud Scheduler role is refused: even roles/cloudscheduler.viewer holds
+# cloudscheduler.jobs.fullView, which reads every job's target headers and body in the
+# project ("Access control with IAM"). A handler that needs more (delete, listing,
+# transactions) can add them through this policy's `allowedPermissions` config.
+DEFAULT_PERMISSIONS = (*LEDGER_PERMISSIONS, *SCHEDULER_READ_PERMISSIONS, *PAUSE_LOG_PERMISSIONS)
 
 # Project-wide roles allowed only with an IAM condition narrowing them: the build
 # account's access to the staging bucket Cloud Run functions copies sources into

@@ -137,7 +137,9 @@ def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_j
 
     scheduled = jobs_by_name(resources)
     assert scheduled["hourly-sync"]["paused"] is True
-    assert "paused" not in scheduled["nightly-report"]  # enabled, as Scheduler defaults
+    # Sent as false too: the provider's `paused` is Optional+Computed, so an unset value
+    # would leave a job the stack paused before paused (platform-facts.md).
+    assert scheduled["nightly-report"]["paused"] is False
     entries = {
         entry["id"]: entry for entry in json.loads(environment(resources)["DEDUP_SCHEDULES"])
     }
@@ -146,6 +148,46 @@ def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_j
     env = environment(resources)
     by_id = {s.id: s for s in audit_settings(env, Settings.from_env(env)).schedules}
     assert by_id["hourly-sync"].paused and not by_id["nightly-report"].paused
+
+
+def test_a_job_the_stack_paused_is_resumed_by_paused_false_or_by_removing_it(
+    run, multi_job_config
+) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[0].update(paused=False)
+    jobs[1].pop("paused", None)
+
+    scheduled = jobs_by_name(run(jobs=jobs))
+
+    # Both send an explicit false, which the provider turns into a ResumeJob call.
+    assert scheduled["nightly-report"]["paused"] is False
+    assert scheduled["hourly-sync"]["paused"] is False
+
+
+def test_make_plan_shows_each_jobs_paused_state_on_the_scheduler_job(
+    make_stack, multi_job_config
+) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[1].update(paused=True)
+    path = make_stack({**multi_job_config, f"{NS}jobs": jobs})
+
+    result = run_module("offline.plan", "--dir", str(path), "--stack", "test", timeout_s=120)
+
+    assert result.returncode == 0, result.stderr
+    # Each Scheduler job's settings follow its line: `name`, then `paused` among them.
+    shown: dict[str, str] = {}
+    current, previous = None, ""
+    for line in result.stdout.splitlines():
+        setting = line.strip()
+        if setting.startswith("+ "):
+            current = None
+        if setting.startswith("name:") and "cloudscheduler/job:Job" in previous:
+            current = setting.removeprefix("name:").strip()
+        if current is not None and setting.startswith("paused:"):
+            shown[current] = setting.removeprefix("paused:").strip()
+        previous = line
+    assert shown["hourly-sync"] == "true"
+    assert shown["nightly-report"] == "false"
 
 
 def test_a_paused_value_that_is_not_a_boolean_names_its_key(run, multi_job_config) -> None:
@@ -179,6 +221,31 @@ def test_the_runtime_account_may_only_list_scheduler_jobs_when_the_audit_runs(ru
     assert grant["project"] == "dedup-test-project"
     assert grant["member"].startswith("serviceAccount:dedup-runtime@")
     assert scheduler_grants(run(audit={"enabled": False})) == []
+
+
+def test_the_runtime_account_may_read_scheduler_audit_log_entries_and_nothing_more(run) -> None:
+    def log_grants(resources: list[CapturedResource]) -> list[tuple[dict[str, Any], Any]]:
+        roles = {
+            r.name: r.inputs
+            for r in resources
+            if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"
+            and "logging.logEntries.list" in r.inputs["permissions"]
+        }
+        return [
+            (r.inputs, roles[name])
+            for r in resources
+            if r.type == "gcp:projects/iAMMember:IAMMember"
+            for name in roles
+            if roles[name]["roleId"] in r.inputs["role"]
+        ]
+
+    ((grant, role),) = log_grants(run())
+    # Admin Activity entries need logging.logEntries.list alone (not privateLogEntries).
+    assert role["permissions"] == ["logging.logEntries.list"]
+    assert role["project"] == grant["project"] == "dedup-test-project"
+    assert grant["member"].startswith("serviceAccount:dedup-runtime@")
+    assert "condition" not in grant
+    assert log_grants(run(audit={"enabled": False})) == []
 
 
 # --- the audit's Scheduler job --------------------------------------------------------------

@@ -395,6 +395,13 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
                 f"projects/{PROJECT}",
                 "",
             ),
+            # The audit's read of Scheduler's Admin Activity log (pauses and resumes).
+            (
+                "projects/iAMMember",
+                f"projects/{PROJECT}/roles/dedup_pause_log_read",
+                f"projects/{PROJECT}",
+                "",
+            ),
         },
         f"serviceAccount:{email('invoker')}": {
             ("cloudrunv2/serviceIamMember", "roles/run.invoker", service_name, "")

@@ -518,6 +518,14 @@ VARIANTS = [
         "cloudscheduler.jobs.fullView",
     ),
     Variant(
+        # The audit's log read is a custom role holding logging.logEntries.list alone.
+        "predefined-logging-viewer-role",
+        add(project_grant("log-viewer-grant", "roles/logging.viewer")),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "log-viewer-grant",
+        "roles/logging.viewer is broader than the design needs",
+    ),
+    Variant(
         "custom-role-too-wide",
         on(
             "demo-ledger-role",
