@@ -221,7 +221,7 @@ def _run_here(project: Project, project_dir: Path, stack: str) -> dict[str, Any]
         "records": monitor.records,
         "outputs": stack_outputs,
         "notes": notes,
-        "warnings": warnings.lines,
+        "warnings": config.warnings + warnings.lines,
     }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from offline.failures import ProgramFailed
 from offline.stack_file import StackFileError, read_project, read_stack_values
-from offline.stack_yaml import StackYamlError, config_json
+from offline.stack_yaml import StackYamlError, cli_warnings, config_json
 
 # What an encrypted (`secure:`) stack value becomes offline: it cannot be decrypted.
 SECRET_PLACEHOLDER = "offline-placeholder"
@@ -77,11 +77,13 @@ def _without_secure(value: Any) -> tuple[Any, bool]:
 
 @dataclass
 class StackConfig:
-    """The stack config as strings, the keys that were encrypted, notes on what was assumed."""
+    """The stack config as strings, the keys that were encrypted, notes on what was assumed,
+    and warnings on what the Pulumi CLI warns of or rewrites (`cli_warnings`)."""
 
     values: dict[str, str]
     secret_keys: list[str]
     notes: list[str]
+    warnings: list[str]
 
 
 def stack_config(project_dir: Path, stack: str) -> StackConfig:
@@ -111,7 +113,8 @@ def stack_config(project_dir: Path, stack: str) -> StackConfig:
             f"Pulumi.{stack}.yaml: encrypted values of {', '.join(secret_keys)} cannot be "
             f"decrypted offline; each is the secret placeholder {SECRET_PLACEHOLDER!r}"
         )
-    return StackConfig(flat, secret_keys, notes)
+    warnings = [f"Pulumi.{stack}.yaml: {line}" for line in cli_warnings(config)]
+    return StackConfig(flat, secret_keys, notes, warnings)
 
 
 def program_python(project_dir: Path, virtualenv: Path | None = None) -> tuple[str | None, str]:

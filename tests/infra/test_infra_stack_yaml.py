@@ -1,11 +1,11 @@
 """`make plan` reads a stack file's ambiguous scalars as the Pulumi CLI does.
 
-The CLI decodes Pulumi.<stack>.yaml with gopkg.in/yaml.v3 and keeps a top-level
-config scalar as its text (pulumi/pulumi sdk/go/common/resource/config, Value's
-UnmarshalYAML); PyYAML's YAML 1.1 reading differs for yes/no/on/off, dates,
-octal-looking and exponent numbers and duplicate keys. Each case is one plan of a
-stack file written as text (`offline.stack_yaml` holds the rules and their sources).
-A misspelt provider key in the same file gets a "did you mean" warning.
+The CLI decodes Pulumi.<stack>.yaml with gopkg.in/yaml.v3 (resolve.go) and holds a
+top-level config value as pulumi's config.Value does (sdk/go/common/resource/config/
+object.go MarshalString); PyYAML's YAML 1.1 reading differs for yes/no/on/off,
+dates, octal-looking and exponent numbers and duplicate keys. Each case is one plan
+of a stack file written as text (`offline.stack_yaml` holds the rules and their
+sources). A misspelt provider key in the same file gets a "did you mean" warning.
 """
 
 from __future__ import annotations
@@ -51,17 +51,34 @@ def test_true_in_capitals_is_a_bool(project_copy: Path) -> None:
     assert '"paused":true' in result.stdout
 
 
-def test_a_date_stays_text(project_copy: Path) -> None:
-    # yaml.v3 decode.go: a timestamp decoded into interface{} keeps its text.
-    result = plan(project_copy, job(body="2026-12-01"))
+def test_an_unquoted_date_in_a_job_reaches_the_program_as_go_time_text(project_copy: Path) -> None:
+    # yaml.v3 resolve.go parseTimestamp -> time.Time; pulumi config/object.go unmarshalObject:
+    # v.String(). The plan shows the body `pulumi up` would send, and warns naming each key.
+    result = plan(project_copy, job(description="2026-12-01", body="2026-12-01"))
+
+    assert result.returncode == 0, result.stderr
+    assert '"body":"2026-12-01 00:00:00 +0000 UTC"' in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if "unquoted date" in line]
+    assert warnings == [
+        f"warning: Pulumi.test.yaml: scheduler-dedup:jobs[0].{key}: the unquoted date "
+        "2026-12-01 reaches the program as '2026-12-01 00:00:00 +0000 UTC' (the Pulumi CLI "
+        "reads it as a time); quote it to keep the text"
+        for key in ("description", "body")
+    ]
+
+
+def test_a_quoted_date_is_sent_as_written(project_copy: Path) -> None:
+    # yaml.v3 decode.go scalar(): a quoted scalar is a string.
+    result = plan(project_copy, job(body="'2026-12-01'"))
 
     assert result.returncode == 0, result.stderr
     assert '"body":"2026-12-01"' in result.stdout
+    assert "unquoted date" not in result.stderr
 
 
 def test_octal_and_exponent_numbers_in_an_object(project_copy: Path) -> None:
     # yaml.v3 resolve.go: ParseInt base 0 reads 0o3 as 3 (a string to PyYAML); yamlStyleFloat
-    # reads 1.5e2 as 150.0 (a string to PyYAML), which Go's encoding/json writes as 150.
+    # reads 1.5e2 as 150.0 (a string to PyYAML), which the load round trip makes 150.
     result = plan(project_copy, job(attemptDeadline="1.5e2", retry="{retryCount: 0o3}"))
 
     assert result.returncode == 0, result.stderr
@@ -69,18 +86,26 @@ def test_octal_and_exponent_numbers_in_an_object(project_copy: Path) -> None:
     assert "retryCount=3}" in result.stdout
 
 
-def test_a_top_level_scalar_is_its_text(project_copy: Path) -> None:
-    # pulumi/pulumi config.Value: the program gets "0x10", not 16 as PyYAML would read it.
+def test_a_top_level_number_reaches_the_program_as_its_json_text(project_copy: Path) -> None:
+    # pulumi config/object.go MarshalString: 0x10 resolves to 16 and is held as "16".
     result = plan(project_copy, job() + "  scheduler-dedup:maxInstances: 0x10\n")
 
-    assert result.returncode == 2
-    assert "scheduler-dedup:maxInstances: '0x10' is not a whole number" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "serviceConfig.maxInstanceCount: 16" in result.stdout
 
 
-def test_null_top_level_is_empty_so_the_default_applies(project_copy: Path) -> None:
+def test_null_top_level_is_empty_so_the_default_applies_with_the_cli_warning(
+    project_copy: Path,
+) -> None:
+    # yaml.v3 decode.go prepare(): a null node never reaches config.Value: "" (loaders.go
+    # checkForEmptyConfig warns of it).
     result = plan(project_copy, job() + "  scheduler-dedup:maxInstances: ~\n")
 
     assert result.returncode == 0, result.stderr
+    assert (
+        "warning: Pulumi.test.yaml: scheduler-dedup:maxInstances: no value; the Pulumi CLI "
+        'treats it as the empty string and warns (write "" to say so)'
+    ) in result.stderr.splitlines()
 
 
 @pytest.mark.parametrize(
