@@ -64,9 +64,9 @@ from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.audit.walk import Walk, expired_count, listed_once, paused_at
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerUnreadable
-from runledger.ledger.machine import RunIdentity
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import RunIdentity
 from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
 from runledger.schedules import AuditSettings, JobSchedule
 

@@ -34,8 +34,9 @@ from runledger.backfill.queue import (
 from runledger.delivery.log import log_line
 from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.facts import LEDGER_UNAVAILABLE_OUTCOMES, TRIGGER_BACKFILL
-from runledger.ledger.machine import Ledger, ReleaseRefused, RunIdentity
+from runledger.ledger.machine import Ledger, ReleaseRefused
 from runledger.ledger.record import Status
+from runledger.ledger.run import RunIdentity
 
 # Outcomes of the handler's claim-and-run in which the job ran (the rest are
 # duplicates or store errors).

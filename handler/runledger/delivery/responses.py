@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
-from runledger.ledger.machine import Duplicate
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import Duplicate
 
 
 @dataclass(frozen=True)

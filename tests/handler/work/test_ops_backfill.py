@@ -20,8 +20,8 @@ from runledger.backfill.firestore_store import FirestoreBackfills
 from runledger.backfill.runs import Runner, run_pending
 from runledger.delivery.identify import run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.machine import RunIdentity
 from runledger.ledger.record import Status
+from runledger.ledger.run import RunIdentity
 from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
