@@ -267,7 +267,12 @@ class Audit:
                 record = present[0][1] if present else None
                 if finding.value == before:  # reported by an earlier audit: shown, not logged
                     identity = self.identity(job.id, when)
-                    item = AuditFinding(job.id, when, finding, identity.key, record)
+                    # Still missed: the earlier catch-up recorded nothing (it met a running
+                    # run of its job, or the store), so this audit tries it again.
+                    catch_up = None
+                    if finding is Finding.MISSED:
+                        catch_up = self._finding(job, when, finding, record, now).catch_up
+                    item = AuditFinding(job.id, when, finding, identity.key, record, catch_up)
                     still_open.setdefault(job.id, []).append(item)
                 else:
                     item = self._finding(job, when, finding, record, now)

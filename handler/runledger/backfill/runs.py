@@ -9,7 +9,9 @@ failed before the request was made: a run the backfill itself reran and that
 failed again is not rerun by a later audit. After each time the request's
 position moves on (fenced), so an audit that stops half-way leaves the rest to
 the next one and never repeats a time; at the end the request is marked done
-and leaves the queue.
+and leaves the queue. A time not run yet (`NOT_YET_OUTCOMES`: the ledger
+unreachable, or another run of a `skip`/`delay` job in progress) keeps the
+position where it is: the next audit tries that time again.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ from runledger.ledger.run import RunIdentity
 # duplicates or store errors).
 RAN_OUTCOMES = frozenset(
     {"completed", facts.OUTCOME_FAILED_TERMINAL, "failed_retryable", "lease_lost"}
+)
+# Outcomes in which the time was not run yet and nothing was recorded for it: the ledger
+# could not be reached, or another run of its job was in progress (a backfill run of a
+# `skip` or `delay` job waits, never `skipped`: the operator asked for it). The
+# request keeps its position, and the next audit tries the time again.
+NOT_YET_OUTCOMES = frozenset(
+    {*LEDGER_UNAVAILABLE_OUTCOMES, facts.OUTCOME_OVERLAP_DELAYED, facts.OUTCOME_OVERLAP_SKIPPED}
 )
 # A backfill run's line is a warning or an error where someone should look.
 _SEVERITY = {
@@ -125,9 +134,10 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
         when = times[index].astimezone(UTC)
         outcome = _run_time(runner, job, when, actions[index], data["requested_at"])
         tally.count(outcome)
-        if outcome in LEDGER_UNAVAILABLE_OUTCOMES:
+        if outcome in NOT_YET_OUTCOMES:
             # Not run: the position stays, so the next audit tries this time again.
-            tally.error = f"{outcome} at {rfc3339(when)} of request {key}"
+            if outcome in LEDGER_UNAVAILABLE_OUTCOMES:
+                tally.error = f"{outcome} at {rfc3339(when)} of request {key}"
             return False
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         try:
