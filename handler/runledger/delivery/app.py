@@ -109,10 +109,29 @@ class App:
         }
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> App:
-        """Validate every setting now; connect to Firestore only on the first delivery."""
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        jobs: Mapping[str, JobFn] | None = None,
+        store_factory: Callable[[], RunStore] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        renewals: Renewals | None = None,
+    ) -> App:
+        """Validate every setting now; connect to Firestore only on the first delivery.
+
+        The one way to build the handler from DEDUP_*: the deployed handler calls it
+        with the environment alone; every model of it (`runledger.testing.JobHarness`,
+        tests) passes its own `jobs` (None: DEDUP_JOBS_MODULE's), store and clock, so
+        overlap policies, time zones, bodies and the duplicate wait come from the same
+        DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
+        asked and no backfill queue is read: both live in the cloud.
+        """
         settings = Settings.from_env(env)
-        jobs = load_jobs(settings.jobs_module)
+        served = load_jobs(settings.jobs_module) if jobs is None else jobs
+        audit = audit_settings(env, settings)
+        check_jobs(audit, served, settings.jobs_module)
+        cloud = store_factory is None
 
         def firestore_store() -> RunStore:
             from google.cloud import firestore
@@ -122,18 +141,18 @@ class App:
             client = firestore.Client(database=settings.database)
             return FirestoreRunStore(client, settings.collection)
 
-        audit = audit_settings(env, settings)
-        check_jobs(audit, jobs, settings.jobs_module)
         return cls(
             settings,
-            jobs,
-            firestore_store,
+            served,
+            firestore_store if store_factory is None else store_factory,
+            clock=clock,
+            renewals=renewals,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
             overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
             audit=audit,
-            live=scheduler_lister(audit.project, audit.region, env),
-            backfills=firestore_backfills(settings) if audit.schedules else None,
+            live=scheduler_lister(audit.project, audit.region, env) if cloud else None,
+            backfills=firestore_backfills(settings) if cloud and audit.schedules else None,
         )
 
     @property
