@@ -138,7 +138,7 @@ class Audit:
         paused: list[PausedJob] = []
         judged: list[JobSchedule] = []
         for schedule in schedules:
-            drift = _drift(schedule, live)
+            drift = live_drift(schedule, live)
             if drift:
                 findings.append(_job_finding(schedule.id, Finding.DRIFTED, drift))
                 continue
@@ -350,8 +350,12 @@ def _present(
     ]
 
 
-def _drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
-    """How the job's live schedule differs from DEDUP_SCHEDULES; "" if it does not or is unknown."""
+def live_drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
+    """How the job's live schedule differs from DEDUP_SCHEDULES; "" if it does not or is unknown.
+
+    The audit reports such a job `drifted` and judges none of its runs; `ops describe`
+    says the same of it.
+    """
     if live is None:
         return ""
     state = live.get(job.id)

@@ -2,7 +2,9 @@
 
 Its schedule and time zone, its overlap policy, its live state in Cloud
 Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
-says why), the next 10 schedule times, the most recent 10 with what the ledger
+says why; a live schedule or zone that is not the deployed one is `drift`, and
+its unrun times read `drifted`, not missed, as the audit judges them), the next 10
+schedule times, the most recent 10 with what the ledger
 holds for each, and counts over the audit's look-back. Times come from the
 audit's own code (`audit.expected.schedule_times`), records are read by computed key
 in batches, the audit's epoch bounds what can count as missed: no query, no index.
@@ -18,7 +20,7 @@ from typing import IO, Any
 
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
-from runledger.audit.runner import BATCH
+from runledger.audit.runner import BATCH, live_drift
 from runledger.audit.scheduler_state import Lister
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerUnreadable
@@ -114,8 +116,9 @@ def describe(
 ) -> dict[str, Any]:
     settings, audit, job = job_settings(env, args.job)
     try:
-        live = lister_factory(audit.project, audit.region, env)().get(job.id)
-        state: dict[str, Any] = {"read": True}
+        listed_live = lister_factory(audit.project, audit.region, env)()
+        live = listed_live.get(job.id)
+        state: dict[str, Any] = {"read": True, "drift": live_drift(job, listed_live) or None}
         if live is None:
             state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
         else:
@@ -126,7 +129,12 @@ def describe(
             )
     except SchedulerUnreadable as exc:
         live = None
-        state = {"read": False, "paused": None, "detail": f"could not be read: {exc}"}
+        state = {
+            "read": False,
+            "paused": None,
+            "drift": None,
+            "detail": f"could not be read: {exc}",
+        }
     paused: datetime | bool | None = False
     if live is not None and live.paused:
         paused = live.since if live.since is not None else True
@@ -154,6 +162,8 @@ def describe(
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
         status = _status(run, present, now, settings.lease, epoch, paused)
+        if state["drift"] and status in ("missed", "stale"):
+            status = "drifted"  # as the audit: a drifted job's runs are not judged
         counted = "missed" if status == "stale" else status
         if counted in counts:
             counts[counted] += 1
@@ -183,6 +193,8 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         return
     state = view["state"]
     live = state["detail"] + (f" since {state['since']}" if state.get("since") else "")
+    if state["drift"]:
+        live += f"; drifted: {state['drift']}"
     lines = [
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",
