@@ -23,7 +23,7 @@ import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +32,9 @@ from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
 from runledger.audit.expected import ExpectedRun
 from runledger.audit.findings import Finding
-from runledger.config import LEASE_ENV, Settings
+from runledger.config import Settings
 from runledger.ledger.epochs import record_epochs
-from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings, parse_schedules
-from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
+from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings
 
 if TYPE_CHECKING:
     from localrun.emulator import FirestoreEmulator
@@ -107,8 +106,9 @@ def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:
     `ExpectedRun.settles_at` is the handler's rule: schedule time + the job's
     retry window + the lease + clock skew, on the handler's real clock.
     """
-    schedules = {job.id: job for job in parse_schedules(env[SCHEDULES_VARIABLE])}
-    lease = timedelta(seconds=int(env[LEASE_ENV]))
+    settings = Settings.from_env(env)  # read as the handler reads its environment
+    schedules = {job.id: job for job in audit_settings(env, settings).schedules}
+    lease = settings.lease
     return max(
         (
             ExpectedRun(schedules[plan.job], (plan.schedule_time,)).settles_at(lease)
