@@ -5,13 +5,17 @@
     in_progress --fail------> failed         (final)
     in_progress --release---> released       (a retry may claim at once)
     failed --operator release--> released    (`python -m runledger.ops release`)
+    absent | free --claim, another run of a `skip` job live--> skipped (final)
 
 A claim is one atomic `create`; taking over an existing record is a
 compare-and-set on the version that was read. Every later write by the
 claimant is fenced by the version of its own last write, so an attempt
 whose lease was taken over can never touch the newer attempt's record.
 `Ledger` makes every one of these writes, the run's checkpoints and outputs
-included, so the takeover rule and the "still ours" test exist once.
+included, so the takeover rule and the "still ours" test exist once. Every
+claim and fenced write goes through one `ledger.commits.Commits`, which for a
+job with an overlap policy writes its slot in the same commit
+(`ledger.overlap.SlotCommits`): one claim path for every trigger.
 """
 
 from __future__ import annotations
