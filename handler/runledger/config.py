@@ -50,10 +50,10 @@ MAX_SETTING_S = 100 * 365 * 86400
 
 def positive_seconds(name: str, raw: str) -> timedelta:
     """A DEDUP_*_SECONDS value: a positive whole number of seconds, at most a century."""
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_SETTING_S:
-        raise ConfigError(
-            f"{name}: {raw!r} is not a positive whole number of seconds (at most {MAX_SETTING_S})"
-        )
+    if not (raw.isascii() and raw.isdigit()) or not int(raw):
+        raise ConfigError(f"{name}: {raw!r} is not a positive whole number of seconds")
+    if int(raw) > MAX_SETTING_S:
+        raise ConfigError(f"{name}: {raw!r} is more than {MAX_SETTING_S} seconds (a century)")
     return timedelta(seconds=int(raw))
 
 

@@ -38,7 +38,7 @@ def schedules(**entry: object) -> str:
         (["list", "--limit", "0"], {}, 2, "error: argument --limit: '0' is not a positive"),
         (["failed", "--limit", "-5"], {}, 2, "error: argument --limit: '-5' is not a positive"),
         (["audit"], {"DEDUP_RETENTION_SECONDS": "99999999999999999999"}, 2,
-         "error: DEDUP_RETENTION_SECONDS: '99999999999999999999' is not a positive"),
+         "error: DEDUP_RETENTION_SECONDS: '99999999999999999999' is more than"),
         (["backfill", *WINDOW, "--dry-run"], {"DEDUP_LEASE_SECONDS": "9" * 30}, 1,
          "error: DEDUP_LEASE_SECONDS:"),
         (["describe", "--job", "export"], {"DEDUP_AUDIT_LOOKBACK_SECONDS": "9" * 25}, 1,
