@@ -66,7 +66,8 @@ def waited_response(record: RunRecord) -> Response:
     already in that state. A retryable failure answers 500, as the holder did,
     so Scheduler retries and its next delivery claims the released run. Still
     held when the wait ran out: 409 as without a wait. (A record that is gone or
-    whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
+    whose lease ran out is claimed by the waiting delivery instead, through the same
+    pipeline: `delivery.pipeline`.)
     """
     holder = f"attempt {record.attempt_id}"
     if record.status is Status.COMPLETED:
