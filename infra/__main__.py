@@ -15,6 +15,7 @@ from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
 from dedup_schedule.config.capacity import capacity
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import parse_config
+from dedup_schedule.config.provider_keys import provider_key_warnings
 from dedup_schedule.job_ids import check_handler_jobs
 from dedup_schedule.source import HandlerSourceError
 
@@ -48,6 +49,8 @@ def project_root() -> Path:
     raise ConfigError(f"no Pulumi.yaml above {here}")
 
 
+for warning in provider_key_warnings(pulumi.runtime.get_config_env()):
+    pulumi.log.warn(warning)
 try:
     config = parse_config(stack_values(pulumi.get_project()), pulumi.get_project())
     handler_dir = project_root() / config.handler_dir

@@ -32,7 +32,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -46,6 +46,7 @@ from localrun.demo_audit import (
     record_deploy_epochs,
     settled_by,
 )
+from localrun.demo_clock import CLOCK_OFFSET_ENV, Clock, pinned_at, shifted_clock
 from localrun.demo_invariant import Invariant, check_invariant
 from localrun.demo_keep import (
     KeepError,
@@ -381,6 +382,7 @@ def _run_audit(
     jobs: Sequence[SimJob],
     env: HandlerEnv,
     now: datetime,
+    clock: Clock,
     files: DemoFiles,
     log_path: Path,
     results: Sequence[RunResult],
@@ -406,14 +408,12 @@ def _run_audit(
         expected = {
             label: kind for label, kind in expected.items() if not label.startswith(f"{pause.job}@")
         }
-    wait = (settled_by(plans, env.env) - datetime.now(UTC)).total_seconds()
+    wait = (settled_by(plans, env.env) - clock()).total_seconds()
     if wait > 0:
         say(f"waiting {wait:.0f} s until the audit judges the latest replayed run ...")
         time.sleep(wait)
     late = [
-        plan
-        for plan in late_runs(jobs, now, datetime.now(UTC))
-        if pause is None or plan.job != pause.job
+        plan for plan in late_runs(jobs, now, clock()) if pause is None or plan.job != pause.job
     ]
     if late:
         say(f"{len(late)} run(s) came due while the demo ran; the Scheduler delivers them:")
@@ -422,10 +422,10 @@ def _run_audit(
     recorded = None
     if backfill is not None and emulator is not None:
         say(f"an operator backfills one past time: {backfill_command(backfill)}")
-        recorded = record_backfill(emulator, env.env, backfill, datetime.now(UTC))
+        recorded = record_backfill(emulator, env.env, backfill, clock())
         say("\n".join(f"  {line}" for line in recorded[1].splitlines()))
     say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
-    answer = deliver_audit(transport, jobs[0], datetime.now(UTC), env.env)
+    answer = deliver_audit(transport, jobs[0], clock(), env.env)
     _settle(files.events, SETTLE_S)
     outcome = audit_outcome(answer, log_path, expected, catch_up)
     extra: list[str] = []
@@ -450,6 +450,7 @@ def _keep(
     env: dict[str, str],
     job: SimJob,
     results: Sequence[RunResult],
+    now: datetime,
 ) -> str:
     """Record the emulator and the handler as left running; returns how to use and stop them."""
     from localrun import demo_keep
@@ -466,7 +467,7 @@ def _keep(
     # A run the demo delivered: sent again by hand, it is answered without running twice.
     latest = max(
         (r.plan.schedule_time for r in results if r.plan.job == job.id and not r.plan.manual),
-        default=datetime.now(UTC).replace(second=0, microsecond=0),
+        default=now.replace(second=0, microsecond=0),
     )
     stamp = latest.strftime("%Y-%m-%dT%H:%M:%SZ")
     curl = curl_command(handler.url, job.id, stamp, job.headers, job.body)
@@ -478,14 +479,21 @@ def run_demo(
     config: ScheduleConfig,
     out: TextIO,
     emulator: FirestoreEmulator | None = None,
+    now: datetime | None = None,
 ) -> tuple[Invariant, dict[str, Any]]:
-    """Run the whole demo; returns the invariant and the JSON report. Stops all it started."""
+    """Run the whole demo; returns the invariant and the JSON report. Stops all it started.
+
+    `now` pins the instant the demo starts at (tests: `localrun.demo_clock`); the
+    default is the real time, as `make demo` runs.
+    """
     from localrun.demo_http import HttpTransport
     from localrun.emulator import start_emulator
     from localrun.handler_server import start_handler
 
     say = _Printer(out)
-    now = datetime.now(UTC)
+    offset = pinned_at(now)
+    clock = shifted_clock(offset)
+    now = clock()
     speedup = speedups(config)
     jobs = sim_jobs(config, speedup)
     plans = plan_runs(jobs, now, PlanSettings(options.runs), random.Random(options.seed))
@@ -559,6 +567,14 @@ def run_demo(
 
     _print_setup(say, options, jobs, speedup, env.notes, len(plans), work)
 
+    # A pinned demo serves the deployed entry point on the same shifted clock.
+    clock_env = {CLOCK_OFFSET_ENV: repr(offset.total_seconds())} if offset else {}
+    clocked: dict[str, Any] = {}
+    if offset:
+        clocked = {
+            "source": REPO_ROOT / "localrun" / "clocked_handler.py",
+            "extra_pythonpath": (REPO_ROOT / "handler", REPO_ROOT),
+        }
     started_emulator = None
     handler = None
     audit: AuditOutcome | None = None
@@ -567,7 +583,7 @@ def run_demo(
         if options.without_dedup:
             say("starting a handler WITHOUT a run ledger (--without-dedup) ...")
             handler = start_handler(
-                env.env,
+                {**env.env, **clock_env},
                 source=REPO_ROOT / "localrun" / "demo_naive.py",
                 target="handle_without_ledger",
             )
@@ -577,7 +593,7 @@ def run_demo(
                 emulator = started_emulator = start_emulator(project=config.project)
             record_deploy_epochs(emulator, env.env, deployed)
             say("starting the handler (functions-framework) ...")
-            handler = start_handler({**emulator.env(), **env.env})
+            handler = start_handler({**emulator.env(), **env.env, **clock_env}, **clocked)
         transport = HttpTransport(handler.url)
         _warm_up(transport, jobs[0], now, handler.log_path)
         say(f"handler on {handler.url}; delivering {len(plans)} runs:")
@@ -617,6 +633,7 @@ def run_demo(
                     jobs,
                     env,
                     now,
+                    clock,
                     files,
                     handler.log_path,
                     results,
@@ -646,7 +663,7 @@ def run_demo(
             shutil.rmtree(workdir, ignore_errors=True)
     if kept and handler is not None and started_emulator is not None:
         # Saved before anything else can fail, so `make demo-stop` always finds them.
-        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs[0], results)
+        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs[0], results, now)
     job_logs = format_job_logs(handler.log().splitlines()) if own and handler else None
     if handler is not None and invariant.holds and not kept:
         handler.log_path.unlink(missing_ok=True)

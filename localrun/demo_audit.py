@@ -23,18 +23,18 @@ import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localrun.demo_invariant import Invariant
 from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
-from runledger.audit.expected import ExpectedRun
+from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import Finding
 from runledger.config import Settings
 from runledger.ledger.epochs import record_epochs
-from runledger.schedules import LOOKBACK_VARIABLE, audit_job_id, audit_settings
+from runledger.schedules import LOOKBACK_VARIABLE, JobSchedule, audit_job_id, audit_settings
 
 if TYPE_CHECKING:
     from localrun.emulator import FirestoreEmulator
@@ -103,20 +103,28 @@ def record_deploy_epochs(
 def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:
     """When the audit, by its own rule, judges the last of the planned scheduled runs.
 
-    `ExpectedRun.settles_at` is the handler's rule: schedule time + the job's
-    retry window + the lease + clock skew, on the handler's real clock.
+    `ExpectedRun.settles_at` is the handler's rule: the run's last instant + the
+    job's retry window + the lease + clock skew, on the handler's clock. A wall
+    time the clocks repeat (a fall-back night) is one run with two instants, so it
+    settles from the later one, whichever instant the Scheduler stamped.
     """
     settings = Settings.from_env(env)  # read as the handler reads its environment
     schedules = {job.id: job for job in audit_settings(env, settings).schedules}
     lease = settings.lease
     return max(
         (
-            ExpectedRun(schedules[plan.job], (plan.schedule_time,)).settles_at(lease)
+            _expected(schedules[plan.job], plan.schedule_time).settles_at(lease)
             for plan in plans
             if not plan.manual
         ),
         default=datetime.min.replace(tzinfo=UTC),
     )
+
+
+def _expected(job: JobSchedule, when: datetime) -> ExpectedRun:
+    """The audit's scheduled run that `when` is an instant of."""
+    around = schedule_times(job, when - timedelta(microseconds=1), when)
+    return next((run for run in around if when in run.instants), ExpectedRun(job, (when,)))
 
 
 def late_runs(jobs: Sequence[SimJob], since: datetime, until: datetime) -> list[RunPlan]:

@@ -22,6 +22,16 @@ from localrun.demo_plan import ExecutionEvent
 from localrun.simulator import Fault, RunResult
 from runledger.facts import OUTCOME_OVERLAP_SKIPPED
 
+# Each run's fate in the report: its work succeeded once; or it is reported by the
+# audit (never delivered, retries exhausted); or deliberately not run (overlap
+# skip); or it breaks the invariant.
+FATE_RAN_ONCE = "ran_once"
+FATE_DROPPED = "dropped"
+FATE_EXHAUSTED = "exhausted"
+FATE_SKIPPED = "skipped"
+FATE_VIOLATED = "violated"
+FATES = (FATE_RAN_ONCE, FATE_DROPPED, FATE_EXHAUSTED, FATE_SKIPPED, FATE_VIOLATED)
+
 
 @dataclass(frozen=True)
 class RunVerdict:
@@ -38,6 +48,19 @@ class RunVerdict:
     @property
     def executions(self) -> int:
         return self.successes + self.failures
+
+    @property
+    def fate(self) -> str:
+        """How this run ended, as the report states it (one of FATES)."""
+        if self.problem is not None:
+            return FATE_VIOLATED
+        if self.dropped:
+            return FATE_DROPPED
+        if self.exhausted:
+            return FATE_EXHAUSTED
+        if self.skipped:
+            return FATE_SKIPPED
+        return FATE_RAN_ONCE
 
 
 @dataclass(frozen=True)

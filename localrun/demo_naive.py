@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import flask
 import functions_framework
 
+from localrun.demo_clock import clock_from_env
 from runledger import RunContext
 from runledger.config import JOBS_MODULE_ENV
 from runledger.delivery.identify import MANUAL_TOLERANCE, parse_schedule_time
@@ -23,6 +23,8 @@ from runledger.exceptions import BadRequest
 from runledger.facts import JOB_HEADER, SCHEDULE_HEADER
 from runledger.sdk.registry import load_jobs
 
+# The demo's clock: shifted when a test pins the demo's "now" (`localrun.demo_clock`).
+CLOCK = clock_from_env()
 JOBS = load_jobs(os.environ.get(JOBS_MODULE_ENV, "localrun.demo_jobs"))
 
 
@@ -49,7 +51,7 @@ def handle_without_ledger(request: flask.Request) -> Any:
         attempt_id=uuid.uuid4().hex,
         project="",
         region="",
-        manual=schedule_time > datetime.now(UTC) + MANUAL_TOLERANCE,
+        manual=schedule_time > CLOCK() + MANUAL_TOLERANCE,
         body=request.get_data(),
         _lease=cast(Any, _NoLease()),
     )

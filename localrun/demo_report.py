@@ -337,6 +337,7 @@ def json_report(
                 "fault": None if r.plan.fault is None else str(r.plan.fault),
                 "acknowledged": r.acknowledged,
                 "exhausted": r.exhausted,
+                "fate": verdicts[r.plan.label].fate,
                 "successful_executions": verdicts[r.plan.label].successes,
                 "failed_executions": verdicts[r.plan.label].failures,
                 "deliveries": [

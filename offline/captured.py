@@ -115,17 +115,21 @@ class ProgramResources(list[CapturedResource]):
 
     stack_outputs: dict[str, Any]
     notes: list[str]
+    warnings: list[str]
 
     def __init__(
         self,
         resources: list[CapturedResource],
         stack_outputs: dict[str, Any],
         notes: list[str] | None = None,
+        warnings: list[str] | None = None,
     ) -> None:
         super().__init__(resources)
         self.stack_outputs = stack_outputs
         # What the offline run had to stand in for (secure values, unanswered data sources).
         self.notes = notes or []
+        # What the program logged as warnings (pulumi.log.warn).
+        self.warnings = warnings or []
 
     def of_type(self, type_: str) -> list[CapturedResource]:
         """The resources with type token `type_`."""
@@ -177,4 +181,4 @@ def program_resources(wire: Mapping[str, Any]) -> ProgramResources:
         else captured_resource(record)
         for record in wire["records"]
     ]
-    return ProgramResources(resources, stack_outputs, list(wire["notes"]))
+    return ProgramResources(resources, stack_outputs, list(wire["notes"]), list(wire["warnings"]))

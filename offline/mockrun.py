@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import runpy
 import subprocess
@@ -146,6 +147,24 @@ def _program_environment(config: StackConfig, workdir: Path, project_dir: Path) 
         sys.modules.update(shadowed)
 
 
+class _ProgramWarnings(logging.Handler):
+    """What the program logs with `pulumi.log.warn`, which `pulumi up` shows as warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _program_logger(warnings: _ProgramWarnings) -> logging.Logger:
+    logger = logging.getLogger("offline.mockrun.program")
+    logger.propagate = False
+    logger.handlers = [warnings]
+    return logger
+
+
 async def _wire_outputs(values: Mapping[str, Any]) -> dict[str, Any]:
     return wire_json(await rpc.serialize_properties(dict(values), {}))
 
@@ -158,12 +177,18 @@ def _run_here(project: Project, project_dir: Path, stack: str) -> dict[str, Any]
     stack_outputs: dict[str, Any] = {}
     workdir = project.program if project.program.is_dir() else project.program.parent
     seen: dict[int, Any] = {}
+    warnings = _ProgramWarnings()
 
     with _program_environment(config, workdir, project_dir), apply_tracebacks(seen):
         # A preview (dry run): outputs the mocks do not fill are unknown, as the engine has them.
         reset_options(project=project.name, stack=stack, preview=True)
         pulumi.runtime.set_mocks(
-            mocks, project=project.name, stack=stack, preview=True, monitor=monitor
+            mocks,
+            project=project.name,
+            stack=stack,
+            preview=True,
+            logger=_program_logger(warnings),
+            monitor=monitor,
         )
         sys.path.insert(0, str(workdir))
 
@@ -192,7 +217,12 @@ def _run_here(project: Project, project_dir: Path, stack: str) -> dict[str, Any]
             "data sources the offline run cannot answer (their results are empty): "
             + ", ".join(mocks.unanswered)
         )
-    return {"records": monitor.records, "outputs": stack_outputs, "notes": notes}
+    return {
+        "records": monitor.records,
+        "outputs": stack_outputs,
+        "notes": notes,
+        "warnings": warnings.lines,
+    }
 
 
 def _run_elsewhere(python: str, project_dir: Path, stack: str) -> dict[str, Any]:

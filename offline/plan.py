@@ -106,6 +106,7 @@ KEY_SETTINGS: dict[str, tuple[str, ...]] = {
         "name",
         "schedule",
         "timeZone",
+        "paused",
         "attemptDeadline",
         "retryConfig",
         "httpTarget.httpMethod",
@@ -248,6 +249,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     for note in resources.notes:
         print(f"note: {note}", file=sys.stderr)
+    for warning in resources.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     try:
         print(f"Plan for stack {args.stack!r} of {args.dir.resolve()} (offline, Pulumi mocks)")
         print(render_plan(resources, resources.stack_outputs))

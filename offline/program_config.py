@@ -10,7 +10,6 @@ program. Unreadable files raise `ProgramFailed` with the reader's message.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from offline.failures import ProgramFailed
 from offline.stack_file import StackFileError, read_project, read_stack_values
+from offline.stack_yaml import StackYamlError, config_json
 
 # What an encrypted (`secure:`) stack value becomes offline: it cannot be decrypted.
 SECRET_PLACEHOLDER = "offline-placeholder"
@@ -101,7 +101,10 @@ def stack_config(project_dir: Path, stack: str) -> StackConfig:
         value, replaced = _without_secure(raw)
         if replaced:
             secret_keys.append(str(key))
-        flat[str(key)] = value if isinstance(value, str) else json.dumps(value)
+        try:
+            flat[str(key)] = value if isinstance(value, str) else config_json(value)
+        except StackYamlError as error:
+            raise ProgramFailed(f"Pulumi.{stack}.yaml: {key}: {error}") from None
     notes = []
     if secret_keys:
         notes.append(

@@ -3,7 +3,8 @@
 The one reader of `Pulumi.yaml` and `Pulumi.<stack>.yaml` for every offline tool:
 `offline.mockrun` (which runs any Pulumi Python program the way the language host
 would, also in the program's own virtualenv, so this needs nothing but PyYAML),
-`offline.policy_check`, and the local demo (`localrun.demo_stack`). Where the stack
+`offline.policy_check`, and the local demo (`localrun.demo_stack`). The files are
+decoded as the Pulumi CLI decodes them (`offline.stack_yaml`). Where the stack
 file lives follows the project file reference ("Pulumi project file reference":
 `stackConfigDir`, relative to `Pulumi.yaml`, default its own directory).
 """
@@ -18,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from offline.stack_yaml import StackYamlError, load
+
 
 class StackFileError(ValueError):
     """A project or stack file is missing or malformed; the message names the file."""
@@ -25,9 +28,11 @@ class StackFileError(ValueError):
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise StackFileError(f"{path}: cannot read ({exc.strerror})") from None
+    except StackYamlError as exc:
+        raise StackFileError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise StackFileError(f"{path}: not valid YAML ({exc})") from None
 

@@ -65,3 +65,7 @@ class TerminalJobError(Exception):
 
 class SchedulerUnreadable(Exception):
     """Cloud Scheduler could not be read; the message says why, in one line."""
+
+
+class SchedulerAbsent(SchedulerUnreadable):
+    """There is no Cloud Scheduler to read (a local run): DEDUP_SCHEDULES is the jobs' state."""

@@ -35,6 +35,19 @@ MAX_RETRY_COUNT = 5
 # 5 s default, the interval is beyond maxBackoffDuration's useful range anyway.
 MAX_DOUBLINGS = 16
 
+# Header names HttpTarget.headers may not use: target.proto reserves names beginning
+# "X-Google-" and "X-AppEngine-" for Google. The provider checks them case-sensitively
+# while header names are case-insensitive, so a lower-case `x-google-project` passes it
+# and every delivery then arrives without that header. Compared lower-cased here.
+RESERVED_HEADER_PREFIXES = ("x-google-", "x-appengine-")
+
+
+def reserved_header_prefix(name: str) -> str | None:
+    """The reserved prefix `name` begins with, in any case, or None."""
+    lowered = name.lower()
+    return next((p for p in RESERVED_HEADER_PREFIXES if lowered.startswith(p)), None)
+
+
 # A Cloud Scheduler JOB_ID: letters, digits, hyphens and underscores, at most 500.
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,500}")
 
@@ -272,6 +285,18 @@ LEDGER_PERMISSIONS = (
     "datastore.entities.get",
     "datastore.entities.update",
 )
+# Exactly what the audit calls on Cloud Scheduler: one `projects.locations.jobs.list`
+# listing of the stack's location (`runledger.audit.scheduler_state`), which needs
+# cloudscheduler.jobs.list ("Cloud Scheduler roles and permissions", "Access control
+# with IAM"). The predefined roles/cloudscheduler.viewer also holds
+# cloudscheduler.jobs.get and cloudscheduler.jobs.fullView (every job's target headers
+# and body), so the stack grants a custom role with these permissions instead. A later
+# read the audit makes adds its permission here: the program's role and the pack's
+# rule both take the list from this one place.
+SCHEDULER_READ_PERMISSIONS = ("cloudscheduler.jobs.list",)
+# What the audit's read of Cloud Scheduler's Admin Activity audit log (PauseJob and
+# ResumeJob entries, `runledger.audit.pause_log`) needs: entries.list on the project.
+PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 
 # --- the handler's settings -----------------------------------------------------------------
 
@@ -318,6 +343,9 @@ OUTCOME_RUN_STALE = "run_stale"
 OUTCOME_RUN_FAILED = "run_failed"
 OUTCOME_RUN_RELEASED = "run_released"
 OUTCOME_AUDIT_SUMMARY = "audit_summary"
+# The field of a delivery's log line giving how many seconds its run went on past its
+# job's attempt deadline (only on such a line): the dashboard counts these.
+OUTLIVED_DEADLINE_FIELD = "outlived_attempt_deadline_s"
 # A run that failed for good: at delivery, or found by the audit.
 FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # A scheduled run that never finished: none started, its lease ran out, or Scheduler's

@@ -19,8 +19,8 @@ Security model, each grant on the narrowest resource that works:
 * runtime account: only document get/create/update, in the one ledger database;
   plus, per job with a proxy `target`, the right to run that one Cloud Run job or to
   start workflows in the workflow's project (Workflows allows nothing narrower); with
-  the audit on, `roles/cloudscheduler.viewer` on the project (read only, nothing
-  narrower exists) so the audit lists the jobs' live state;
+  the audit on, a custom role holding only cloudscheduler.jobs.list on the project
+  (Scheduler grants go no lower) so the audit lists the jobs' live state;
 * invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
 * Cloud Scheduler service agent: nothing (its own role mints the OIDC tokens);
 * build account: writes the image to this stack's own repository, reads the source,

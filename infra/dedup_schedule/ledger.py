@@ -12,6 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from dedup_schedule.config.model import DatabaseConfig
+from dedup_schedule.custom_roles import custom_role
 from dedup_schedule.placement import Placement
 from runledger import facts
 
@@ -145,17 +146,15 @@ def _grant_access(
     since every predefined Firestore role also grants listing and more.
     """
     project, place = args.project, args.placement
-    role = gcp.projects.IAMCustomRole(
-        place.name("ledger-role"),
-        gcp.projects.IAMCustomRoleArgs(
-            project=project,
-            role_id=place.prefix.replace("-", "_") + "_ledger_rw",
-            title=f"{place.prefix} run ledger read/write",
-            description="Get, create and update documents; nothing else.",
-            permissions=list(facts.LEDGER_PERMISSIONS),
-            stage="GA",
-        ),
-        opts=place.opts(parent),
+    role = custom_role(
+        place,
+        parent,
+        "ledger-role",
+        project,
+        "ledger_rw",
+        "run ledger read/write",
+        "Get, create and update documents; nothing else.",
+        facts.LEDGER_PERMISSIONS,
     )
     return gcp.projects.IAMMember(
         place.name("runtime-ledger-access"),

@@ -1,7 +1,10 @@
 """`ScheduledJobs`: one Cloud Scheduler job per configured job, the audit's, and proxy grants.
 
-With the audit on, the runtime account may list the project's Scheduler jobs
-(`SCHEDULER_VIEWER_ROLE`), so the audit sees pauses and edits made outside the stack.
+With the audit on, the runtime account may list the project's Scheduler jobs (a custom
+role holding `runledger.facts.SCHEDULER_READ_PERMISSIONS` only), so the audit sees pauses
+and edits made outside the stack without reading other workloads' job targets, and read
+the project's log entries (`facts.PAUSE_LOG_PERMISSIONS`, a custom role), so it knows
+when each pause began and ended from Scheduler's Admin Activity audit log.
 
 Per job with a proxy `target`, the runtime account may run that one Cloud Run job
 (`run.jobs.run` and `run.jobs.runWithOverrides`, on the job) or start workflows
@@ -19,8 +22,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from dedup_schedule.config.model import JobConfig, ScheduleConfig, TargetConfig
+from dedup_schedule.custom_roles import custom_role
 from dedup_schedule.placement import Placement
 from dedup_schedule.propagation import wait_for_grants
+from runledger import facts
 
 # What `runledger.targets.cloud_run_job_target` needs on the one job it runs: start an
 # execution (run.jobs.run) with the run key and schedule time as environment overrides
@@ -33,11 +38,6 @@ from dedup_schedule.propagation import wait_for_grants
 # overrides cannot change the identity the job runs as.
 RUN_JOB_PERMISSIONS = ("run.jobs.run", "run.jobs.runWithOverrides")
 WORKFLOW_INVOKER_ROLE = "roles/workflows.invoker"
-# What the audit's one listing (`runledger.audit.scheduler_state`) needs: cloudscheduler.jobs.list
-# ("Method: projects.locations.jobs.list"). roles/cloudscheduler.viewer is the read-only
-# predefined role holding it ("Cloud Scheduler roles and permissions"); Scheduler roles are
-# granted no lower than the project (same page: lowest-level resource, Project).
-SCHEDULER_VIEWER_ROLE = "roles/cloudscheduler.viewer"
 # The API `runledger.targets.workflow_target` calls: its client
 # (google.cloud.workflows.executions_v1.ExecutionsClient) talks to
 # workflowexecutions.googleapis.com, which the stack's project (where the runtime
@@ -97,6 +97,7 @@ class ScheduledJobs(pulumi.ComponentResource):
         ]
         if args.config.audit_job is not None:
             _grant_scheduler_view(self, args)
+            _grant_pause_log_read(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
 
@@ -163,15 +164,61 @@ def _grant_workflow_invoker(
 
 
 def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
-    """`SCHEDULER_VIEWER_ROLE` on the stack's project for the runtime account: read only.
+    """A custom role holding `facts.SCHEDULER_READ_PERMISSIONS`, granted on the project.
 
-    Nothing waits for it: until it applies, the audit falls back to DEDUP_SCHEDULES.
+    Not roles/cloudscheduler.viewer: that role also reads every job's target
+    (cloudscheduler.jobs.fullView), other workloads' headers and bodies included.
+    Scheduler permissions are granted no lower than the project ("Cloud Scheduler
+    roles and permissions": lowest-level resource, Project). Nothing waits for the
+    grant: until it applies, the audit falls back to DEDUP_SCHEDULES.
     """
     place = args.placement
+    role = custom_role(
+        place,
+        parent,
+        "scheduler-read-role",
+        args.config.project,
+        "scheduler_read",
+        "list Cloud Scheduler jobs",
+        "List the project's Scheduler jobs (state and schedule); nothing else.",
+        facts.SCHEDULER_READ_PERMISSIONS,
+    )
     return gcp.projects.IAMMember(
-        place.name("scheduler-viewer"),
+        place.name("scheduler-read"),
         gcp.projects.IAMMemberArgs(
-            project=args.config.project, role=SCHEDULER_VIEWER_ROLE, member=args.runtime_member
+            project=args.config.project, role=role.name, member=args.runtime_member
+        ),
+        opts=place.opts(parent),
+    )
+
+
+def _grant_pause_log_read(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
+    """A custom role holding only `facts.PAUSE_LOG_PERMISSIONS`, on the project, for the
+    runtime account.
+
+    `runledger.audit.pause_log` calls entries.list on the project for Cloud
+    Scheduler's Admin Activity entries, which needs `logging.logEntries.list`
+    (`logging.privateLogEntries.list` is for Data Access logs); every predefined
+    Logging role that holds it grants more (roles/logging.viewer also lists logs,
+    sinks, buckets and views). Log entries have no narrower IAM resource than
+    the project here. Nothing waits for the grant: until it applies, the audit
+    reports missed times of unknown state and catches none up.
+    """
+    place = args.placement
+    role = custom_role(
+        place,
+        parent,
+        "pause-log-role",
+        args.config.project,
+        "pause_log_read",
+        "read Cloud Scheduler's audit log entries",
+        "List log entries (the audit reads PauseJob and ResumeJob); nothing else.",
+        facts.PAUSE_LOG_PERMISSIONS,
+    )
+    return gcp.projects.IAMMember(
+        place.name("pause-log-read"),
+        gcp.projects.IAMMemberArgs(
+            project=args.config.project, role=role.name, member=args.runtime_member
         ),
         opts=place.opts(parent),
     )
@@ -216,17 +263,15 @@ def _run_job_role(
     """
     place = args.placement
     suffix = "run-job-role" if project == args.config.project else f"run-job-role-{project}"
-    return gcp.projects.IAMCustomRole(
-        place.name(suffix),
-        gcp.projects.IAMCustomRoleArgs(
-            project=project,
-            role_id=place.prefix.replace("-", "_") + "_run_job",
-            title=f"{place.prefix} run a Cloud Run job with overrides",
-            description="Start a job execution with environment overrides; nothing else.",
-            permissions=list(RUN_JOB_PERMISSIONS),
-            stage="GA",
-        ),
-        opts=place.opts(parent),
+    return custom_role(
+        place,
+        parent,
+        suffix,
+        project,
+        "run_job",
+        "run a Cloud Run job with overrides",
+        "Start a job execution with environment overrides; nothing else.",
+        RUN_JOB_PERMISSIONS,
     )
 
 
@@ -268,9 +313,10 @@ def _scheduler_job(
             # so it is used verbatim rather than prefixed.
             name=job.id,
             description=job.description or None,
-            # "Sets the job to a paused state. Jobs default to being enabled when this
-            # property is not set" (pulumi-gcp cloudscheduler.Job `paused`).
-            paused=job.paused or None,
+            # Always sent, false too: the provider's `paused` is Optional+Computed and it
+            # calls pause/resume only when the value changes, so an unset value would
+            # leave a job the stack once paused paused (platform-facts.md).
+            paused=job.paused,
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",

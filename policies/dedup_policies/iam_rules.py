@@ -26,15 +26,16 @@ from pulumi_policy.proxy import UnknownValueError
 from dedup_policies import types
 from dedup_policies.accounts import member_email
 from dedup_policies.config import schema, setting
-from dedup_policies.facts import LEDGER_PERMISSIONS
+from dedup_policies.facts import (
+    LEDGER_PERMISSIONS,
+    PAUSE_LOG_PERMISSIONS,
+    SCHEDULER_READ_PERMISSIONS,
+)
 from dedup_policies.iam_grants import grants
 from dedup_policies.props import as_list, as_text, get_path
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 
-# LEDGER_PERMISSIONS is exactly what the handler's ledger calls use; a handler that
-# needs more (delete, listing, transactions) can add them through this policy's
-# `allowedPermissions` config.
 # Project-wide predefined roles that add no data access: observability only.
 OBSERVABILITY_ROLES = (
     "roles/logging.logWriter",
@@ -50,11 +51,16 @@ OBSERVABILITY_ROLES = (
 # `allowedRoles` to refuse workflow targets.
 PROXY_TARGET_ROLES = ("roles/workflows.invoker",)
 
-# Read-only and project-wide as it must be: the audit lists the stack's Scheduler jobs
-# (cloudscheduler.jobs.list, "Method: projects.locations.jobs.list") to see pauses and
-# edits made outside the stack; Cloud Scheduler roles go no lower than the project
-# ("Cloud Scheduler roles and permissions").
-SCHEDULER_READ_ROLES = ("roles/cloudscheduler.viewer",)
+# The permissions a stack custom role may hold project-wide: exactly what the handler
+# calls. The ledger's (granted with a database condition); the audit's Scheduler listing
+# (SCHEDULER_READ_PERMISSIONS: cloudscheduler.jobs.list; Scheduler grants go no lower
+# than the project, "Cloud Scheduler roles and permissions"); and the audit's read of
+# Scheduler's Admin Activity log (PAUSE_LOG_PERMISSIONS: logging.logEntries.list). Every
+# predefined Cloud Scheduler role is refused: even roles/cloudscheduler.viewer holds
+# cloudscheduler.jobs.fullView, which reads every job's target headers and body in the
+# project ("Access control with IAM"). A handler that needs more (delete, listing,
+# transactions) can add them through this policy's `allowedPermissions` config.
+DEFAULT_PERMISSIONS = (*LEDGER_PERMISSIONS, *SCHEDULER_READ_PERMISSIONS, *PAUSE_LOG_PERMISSIONS)
 
 # Project-wide roles allowed only with an IAM condition narrowing them: the build
 # account's access to the staging bucket Cloud Run functions copies sources into
@@ -233,6 +239,11 @@ def _advice(grant: _Grant) -> str:
     """How to narrow this grant, fitting the role: Firestore advice only for data roles."""
     role = grant.role or ""
     allow = "or add the role to this policy's `allowedRoles` config if it is really needed."
+    if role.startswith("roles/cloudscheduler."):
+        return (
+            f"{role} reads every Scheduler job's target (cloudscheduler.jobs.fullView); for the "
+            f"audit, grant a custom role limited to {', '.join(SCHEDULER_READ_PERMISSIONS)}."
+        )
     if (
         role.startswith(("roles/datastore.", "roles/firestore."))
         or grant.role_resource
@@ -240,7 +251,8 @@ def _advice(grant: _Grant) -> str:
     ):
         return (
             f"For the ledger's handler, grant a custom role limited to "
-            f"{', '.join(LEDGER_PERMISSIONS)}, {allow}"
+            f"{', '.join(LEDGER_PERMISSIONS)} (the audit's: "
+            f"{', '.join(SCHEDULER_READ_PERMISSIONS)}), {allow}"
         )
     if role in ("roles/run.invoker", "roles/cloudfunctions.invoker"):
         return (
@@ -254,13 +266,9 @@ def _advice(grant: _Grant) -> str:
 
 
 def _project_grants(args: StackValidationArgs, report: ReportViolation) -> None:
-    allowed_roles = set(
-        setting(
-            args, "allowedRoles", [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES, *SCHEDULER_READ_ROLES]
-        )
-    )
+    allowed_roles = set(setting(args, "allowedRoles", [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES]))
     conditional_roles = set(setting(args, "allowedConditionalRoles", list(CONDITIONAL_ROLES)))
-    allowed_perms = set(setting(args, "allowedPermissions", list(LEDGER_PERMISSIONS)))
+    allowed_perms = set(setting(args, "allowedPermissions", list(DEFAULT_PERMISSIONS)))
     accounts = _StackAccounts(args.resources)
     custom = _custom_roles(args.resources)
     for resource in args.resources:
@@ -290,7 +298,7 @@ project_grants_least_privilege = StackValidationPolicy(
         allowedRoles={
             "type": "array",
             "items": {"type": "string"},
-            "default": [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES, *SCHEDULER_READ_ROLES],
+            "default": [*OBSERVABILITY_ROLES, *PROXY_TARGET_ROLES],
         },
         allowedConditionalRoles={
             "type": "array",
@@ -300,7 +308,7 @@ project_grants_least_privilege = StackValidationPolicy(
         allowedPermissions={
             "type": "array",
             "items": {"type": "string"},
-            "default": list(LEDGER_PERMISSIONS),
+            "default": list(DEFAULT_PERMISSIONS),
         },
     ),
     validate=_project_grants,

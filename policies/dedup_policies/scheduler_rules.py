@@ -27,6 +27,7 @@ from dedup_policies.facts import (
     MAX_RETRY_COUNT,
     MIN_ATTEMPT_DEADLINE_S,
     cron_meaning_problem,
+    reserved_header_prefix,
     unix_cron_problem,
 )
 from dedup_policies.props import (
@@ -284,8 +285,33 @@ retry_limits = ResourceValidationPolicy(
     validate=_retry_limits,
 )
 
+
+def _reserved_headers(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if not _is_job(args):
+        return
+    headers = as_mapping(get_path(args.props, "httpTarget", "headers")) or {}
+    for name in sorted(str(key) for key in headers):
+        prefix = reserved_header_prefix(name)
+        if prefix is not None:
+            report(
+                f"Header {name!r} begins with {prefix!r}, which Cloud Scheduler reserves for "
+                "Google in any case (target.proto): deliveries would arrive without it. "
+                "Rename the header (and the handler's DEDUP_*_HEADER that reads it).",
+                None,
+            )
+
+
+reserved_headers = ResourceValidationPolicy(
+    name="scheduler-reserved-headers",
+    description="Jobs send no header named X-Google-* or X-AppEngine-* (any case): Cloud "
+    "Scheduler reserves them.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_reserved_headers,
+)
+
 POLICIES = [
     unix_cron_schedule,
+    reserved_headers,
     attempt_deadline,
     oidc_token,
     oidc_audience,

@@ -17,12 +17,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from localrun.handler_server import HANDLER_DIR
-from runledger.audit.scheduler_state import Lister
+from runledger.audit.pause_log import StateChange
+from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.backfill.queue import BackfillDocs
 from runledger.config import Settings
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
 from runledger.delivery.identify import scheduler_headers as delivery_headers
+from runledger.exceptions import SchedulerUnreadable
 from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
@@ -33,6 +35,60 @@ T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
 # The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).
 LEASE = timedelta(minutes=5)
 RETENTION = timedelta(days=1)
+
+
+class FakeScheduler:
+    """Cloud Scheduler as the audit's lister sees it: each job's state and its audit log.
+
+    `pause` and `resume` script a console call at an instant; a listing at the
+    clock's time shows each job as those calls left it and gives the calls
+    between the instant asked for and now, unless `log_unread` says why the
+    log cannot be read.
+    """
+
+    def __init__(self, clock: Callable[[], datetime], **jobs: str) -> None:
+        """`jobs`: job id -> its cron line (UTC), each enabled until a scripted pause."""
+        self._clock = clock
+        self.schedules = dict(jobs)
+        self.calls: list[tuple[str, StateChange]] = []
+        self.unlogged: set[StateChange] = set()  # calls whose log entry has not arrived yet
+        self.log_unread: str | None = None
+
+    def pause(self, job: str, at: datetime, logged: bool = True) -> FakeScheduler:
+        self.calls.append((job, StateChange(at, True)))
+        if not logged:
+            self.unlogged.add(StateChange(at, True))
+        return self
+
+    def resume(self, job: str, at: datetime) -> FakeScheduler:
+        self.calls.append((job, StateChange(at, False)))
+        return self
+
+    def __call__(self, since: datetime) -> dict[str, LiveJob]:
+        now = self._clock()
+        listed: dict[str, LiveJob] = {}
+        for job, schedule in self.schedules.items():
+            made = sorted((c for name, c in self.calls if name == job and c.at <= now), key=_at)
+            paused = bool(made) and made[-1].paused
+            if self.log_unread is not None:
+                listed[job] = LiveJob(job, paused, schedule, "UTC", history_unread=self.log_unread)
+                continue
+            logged = tuple(c for c in made if c.at >= since and c not in self.unlogged)
+            listed[job] = LiveJob(job, paused, schedule, "UTC", logged, since)
+        return listed
+
+
+def _at(change: StateChange) -> datetime:
+    return change.at
+
+
+def unreadable(reason: str) -> Lister:
+    """A lister whose Scheduler refuses every listing, for `reason`."""
+
+    def listing(since: datetime) -> dict[str, LiveJob]:
+        raise SchedulerUnreadable(reason)
+
+    return listing
 
 
 class FakeClock:

@@ -16,18 +16,19 @@ from typing import Any
 from runledger.audit.scheduler_state import LiveJob
 from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
-from runledger.exceptions import SchedulerUnreadable
 from runledger.ledger.epochs import record_epochs
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
 from runledger.sdk.context import RunContext
 from tests.handler.support import (
     LEASE,
     FakeClock,
+    FakeScheduler,
     deliver,
     make_app,
     run_record,
     scheduler_headers,
     settings,
+    unreadable,
 )
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
@@ -125,50 +126,215 @@ def test_a_job_the_stack_paused_is_neither_reported_nor_run_over_12_hours(firest
     assert "Cloud Scheduler not read (no lister)" in summary["message"]
 
 
-def test_a_pause_made_in_the_console_is_seen_from_scheduler_with_and_without_catch_up(
+def test_a_console_pause_of_a_job_the_stack_runs_is_drifted_not_excused_nor_caught_up(
     firestore_store, capsys
 ):
-    paused_at = START + timedelta(hours=2, minutes=10)
-    live = {
-        "etl": LiveJob("etl", True, "0 * * * *", "UTC", paused_at),
-        "sync": LiveJob("sync", True, "0 * * * *", "UTC", paused_at),
-    }
     jobs = Jobs()
     clock = FakeClock(START)
+    paused_at = START + timedelta(hours=2, minutes=10)
+    resumed_at = START + timedelta(hours=8, minutes=55)
+    scheduler = FakeScheduler(clock, etl="0 * * * *", sync="0 * * * *")
+    scheduler.pause("etl", paused_at).pause("sync", paused_at)
+    scheduler.resume("etl", resumed_at).resume("sync", resumed_at)
     entries = [{"id": "etl", **HOURLY, "catchUp": True}, {"id": "sync", **HOURLY}]
-    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
 
-    # Both ran until the pause; Scheduler sends neither anything after it.
+    # Both ran until the pause and again after the resume; Scheduler sent nothing between.
     findings, summary = twelve_hours(
-        app, clock, capsys, lambda when: ["etl", "sync"] if when < paused_at else []
+        app,
+        clock,
+        capsys,
+        lambda when: ["etl", "sync"] if when < paused_at or when >= resumed_at else [],
     )
 
-    assert findings == []
-    # Nothing ran after the pause, with catch-up (etl) or without (sync).
+    # Every audit that saw the pause reported both jobs drifted: a pause the stack
+    # does not know of loses every run, so it is a finding, not an excuse.
+    audits = [START + timedelta(minutes=30 * step) for step in range(1, 25)]
+    in_pause = sum(1 for when in audits if paused_at < when < resumed_at)
+    assert Counter((line["job"], line["outcome"]) for line in findings) == {
+        ("etl", "job_drifted"): in_pause,
+        ("sync", "job_drifted"): in_pause,
+    }
+    assert "paused in Cloud Scheduler, enabled in the stack" in findings[0]["detail"]
+    # After the resume, the log shows the pause: its times are deliberately not run,
+    # never missed nor caught up.
+    ran = (0, 1, 2, 9, 10, 11, 12)
     assert sorted(jobs.runs) == sorted(
-        (job, START + timedelta(hours=hour)) for job in ("etl", "sync") for hour in (0, 1, 2)
+        (job, START + timedelta(hours=hour)) for job in ("etl", "sync") for hour in ran
     )
-    since = stamp(paused_at)
-    assert summary["paused_jobs"] == [
-        {"job": "etl", "since": since},
-        {"job": "sync", "since": since},
-    ]
-    assert f"etl since {since}" in summary["message"]
-    assert summary["scheduler_read"] is True
+    assert summary["findings"] == 0 and summary["caught_up"] == 0
+    assert summary["paused_jobs"] == []
     assert summary["message"].endswith("job states from Cloud Scheduler")
 
 
-def test_a_job_resumed_in_the_console_is_judged_again(firestore_store, capsys):
-    live = {"etl": LiveJob("etl", False, "0 * * * *", "UTC", START)}
+def test_a_job_the_stack_paused_is_excused_only_from_when_the_log_shows_the_pause(
+    firestore_store, capsys
+):
     jobs = Jobs()
     clock = FakeClock(START)
-    entries = [{"id": "etl", **HOURLY, "paused": True}]  # the stack says paused, Scheduler not
-    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+    paused_at = START + timedelta(hours=2, minutes=10)  # the `pulumi up` that paused it
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", paused_at)
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+
+    # Scheduler's deliveries before the pause were all lost; after it, it sends nothing.
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=5))
+
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    times = [line["schedule_time"] for line in missed]
+    assert times == [stamp(START + timedelta(hours=hour)) for hour in (0, 1, 2)]
+    summary = summary_of(lines)
+    assert summary["paused_jobs"] == [{"job": "etl", "since": stamp(paused_at)}]
+    assert summary["paused_runs"] == 3  # 03:00, 04:00 and 05:00
+    assert jobs.runs[("etl", START + timedelta(hours=3))] == 0
+
+
+def test_catch_up_runs_no_time_of_a_pause_that_began_and_ended_between_two_audits(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    scheduler = FakeScheduler(clock, etl="0 * * * *")
+    scheduler.pause("etl", START + timedelta(hours=1, minutes=20))
+    scheduler.resume("etl", START + timedelta(hours=3, minutes=40))
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+    for hour in (0, 1):
+        when = START + timedelta(hours=hour)
+        move_to(clock, when + timedelta(seconds=2))
+        deliver(app, scheduler_headers(job="etl", schedule_time=stamp(when)))
+
+    # One audit after the resume; 04:00 was sent but its delivery was lost.
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=4, minutes=30))
+
+    (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
+    assert (missed["schedule_time"], missed["catch_up"]) == (
+        stamp(START + timedelta(hours=4)),
+        "completed",
+    )
+    # 02:00 and 03:00 fell in the pause: deliberately not run.
+    assert jobs.runs[("etl", START + timedelta(hours=2))] == 0
+    assert jobs.runs[("etl", START + timedelta(hours=3))] == 0
+    assert summary_of(lines)["paused_runs"] == 2
+
+
+def test_without_the_pause_log_a_missed_time_is_reported_as_unknown_and_not_caught_up(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    scheduler = FakeScheduler(clock, etl="0 * * * *")
+    scheduler.log_unread = "permission logging.logEntries.list denied"
+    entries = [{"id": "etl", **HOURLY, "catchUp": True}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
 
     lines = audit_lines(app, clock, capsys, START + timedelta(hours=2))
 
-    # 00:00 and 01:00 have settled; Scheduler sends runs again, so none is a pause.
-    assert [line["outcome"] for line in lines] == ["run_missed", "run_missed", "audit_summary"]
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert len(missed) == 2
+    assert all("catch_up" not in line for line in missed)
+    assert all("job state unknown" in line["detail"] for line in missed)
+    assert "logging.logEntries.list denied" in missed[0]["detail"]
+    assert not jobs.runs
+    summary = summary_of(lines)
+    assert summary["pause_history_unread"] == "permission logging.logEntries.list denied"
+    assert "missed runs reported, not caught up" in summary["message"]
+
+
+def test_a_pause_the_log_does_not_show_yet_is_weighed_against_what_the_last_audit_saw(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    paused_at = START + timedelta(hours=2, minutes=50)  # the deploy's PauseJob, not yet logged
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", paused_at, logged=False)
+    entry = {"id": "etl", **HOURLY, "retryWindowSeconds": 7200}
+    app, _ = audited_app(firestore_store, jobs, clock, [entry], live=scheduler)
+    first = audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    assert summary_of(first)["pending"] == 2  # 00:00 and 01:00 not settled yet: not judged
+    # The deploy pauses the job and writes `paused: true` into the handler's settings.
+    deployed, _ = audited_app(firestore_store, jobs, clock, [entry | {"paused": True}], scheduler)
+
+    lines = audit_lines(deployed, clock, capsys, START + timedelta(hours=4))
+
+    # The log shows no pause in the window, which would make it paused throughout; the
+    # first audit saw it enabled at 01:00, so its state is unknown: missed, reported.
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [
+        stamp(START),
+        stamp(START + timedelta(hours=1)),
+    ]
+    assert "disagrees with what the audit saw at 2026-10-16T01:00:03Z" in missed[0]["detail"]
+
+
+def paused_long_ago_log_unread(store) -> tuple[Jobs, FakeClock, App]:
+    """A job the stack and Scheduler have paused since yesterday; Scheduler's log unread."""
+    jobs = Jobs()
+    clock = FakeClock(START)
+    scheduler = FakeScheduler(clock, etl="0 * * * *").pause("etl", START - timedelta(days=1))
+    scheduler.log_unread = "entries.list answered HTTP 503"
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "paused": True}]
+    app, _ = audited_app(store, jobs, clock, entries, live=scheduler)
+    return jobs, clock, app
+
+
+def test_without_the_log_a_job_paused_at_two_audits_is_taken_as_paused_between_them(
+    firestore_store, capsys
+):
+    jobs, clock, app = paused_long_ago_log_unread(firestore_store)
+
+    first = audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    second = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+
+    # Nothing showed 00:00 and 01:00 (before the first audit looked) paused: reported,
+    # not caught up. Both audits saw it paused, so 02:00 and 03:00, after the first
+    # audit, are deliberately not run.
+    assert [line["schedule_time"] for line in first if line["outcome"] == "run_missed"] == [
+        stamp(START)
+    ]
+    missed = [line for line in second if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [stamp(START + timedelta(hours=1))]
+    assert "no pause history (entries.list answered HTTP 503)" in missed[0]["detail"]
+    assert summary_of(second)["paused_runs"] == 2
+    # When the pause began is not known: no audit saw it begin, and no log says.
+    assert summary_of(second)["paused_jobs"] == [{"job": "etl", "since": None}]
+    assert not jobs.runs
+
+
+def test_deleting_the_audits_documents_loses_only_evidence_never_a_run(
+    firestore_store, firestore_db, capsys
+):
+    jobs, clock, app = paused_long_ago_log_unread(firestore_store)
+    audit_lines(app, clock, capsys, START + timedelta(hours=1))
+    # An operator deletes the audit's documents (epochs, watermarks, sightings).
+    firestore_db.recursive_delete(firestore_db.collection("runledger_audit"))
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=3))
+
+    # The epoch starts again now, so nothing before it is judged; nothing ran twice
+    # or at all, and no time is excused on evidence that is gone.
+    assert [line["outcome"] for line in lines] == ["audit_summary"]
+    assert summary_of(lines)["paused_runs"] == 0
+    assert not jobs.runs
+    later = audit_lines(app, clock, capsys, START + timedelta(hours=5))
+    assert summary_of(later)["paused_runs"] == 2  # 04:00, 05:00: both audits saw it paused
+    assert not jobs.runs
+
+
+def test_a_job_resumed_in_the_console_while_the_stack_has_it_paused_is_drifted(
+    firestore_store, capsys
+):
+    jobs = Jobs()
+    clock = FakeClock(START)
+    entries = [{"id": "etl", **HOURLY, "paused": True}]  # the stack says paused, Scheduler not
+    scheduler = FakeScheduler(clock, etl="0 * * * *")
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=scheduler)
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=2))
+
+    drifted, _ = lines
+    assert drifted["outcome"] == "job_drifted"
+    assert "enabled in Cloud Scheduler, paused in the stack" in drifted["detail"]
     assert summary_of(lines)["paused_jobs"] == []
 
 
@@ -176,14 +342,14 @@ def test_a_schedule_edited_in_the_console_is_one_drifted_finding_not_a_stream_of
     firestore_store, capsys
 ):
     live = {
-        "etl": LiveJob("etl", False, "0 */2 * * *", "UTC", START),  # edited
-        "tz": LiveJob("tz", False, "0 * * * *", "Europe/Berlin", START),  # edited time zone
-        "report": LiveJob("report", False, "0 * * * *", "UTC", START),
+        "etl": LiveJob("etl", False, "0 */2 * * *", "UTC"),  # edited
+        "tz": LiveJob("tz", False, "0 * * * *", "Europe/Berlin"),  # edited time zone
+        "report": LiveJob("report", False, "0 * * * *", "UTC", history_from=START),
     }  # "gone" was deleted in the console
     jobs = Jobs()
     clock = FakeClock(START)
     entries = [{"id": job, **HOURLY} for job in ("etl", "tz", "gone", "report")]
-    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda: live)
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=lambda since: live)
 
     lines = audit_lines(app, clock, capsys, START + timedelta(hours=6))
 
@@ -198,22 +364,27 @@ def test_a_schedule_edited_in_the_console_is_one_drifted_finding_not_a_stream_of
     assert summary_of(lines)["drifted"] == 3
 
 
-def test_scheduler_unreadable_falls_back_to_dedup_schedules_and_says_why(firestore_store, capsys):
-    def denied() -> dict[str, LiveJob]:
-        raise SchedulerUnreadable("permission cloudscheduler.jobs.list denied")
-
+def test_scheduler_unreadable_leaves_job_states_unknown_reports_and_catches_nothing_up(
+    firestore_store, capsys
+):
     jobs = Jobs()
     clock = FakeClock(START)
-    app, _ = audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}], live=denied)
+    denied = unreadable("permission cloudscheduler.jobs.list denied")
+    entries = [{"id": "etl", **HOURLY, "catchUp": True}, {"id": "held", **HOURLY, "paused": True}]
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=denied)
 
     lines = audit_lines(app, clock, capsys, START + timedelta(hours=2))
 
-    assert [line["outcome"] for line in lines] == ["run_missed", "run_missed", "audit_summary"]
+    # Nothing shows either job enabled or paused then: every missing time is reported
+    # (the stack's `paused` alone does not say when Scheduler paused it), none is run.
+    found = [(line["job"], line["outcome"]) for line in lines if line["outcome"] != "audit_summary"]
+    assert Counter(found) == {("etl", "run_missed"): 2, ("held", "run_missed"): 2}
+    assert not jobs.runs
     summary = summary_of(lines)
-    assert summary["scheduler_read"] is False
+    assert summary["scheduler_read"] is False and summary["caught_up"] == 0
     assert summary["message"].endswith(
         "Cloud Scheduler not read (permission cloudscheduler.jobs.list denied): "
-        "job states from DEDUP_SCHEDULES"
+        "job states unknown, missed runs reported, not caught up"
     )
 
 
@@ -271,30 +442,3 @@ def test_catch_up_redoes_a_stale_run_once_through_the_takeover_rule(firestore_st
     again = audit_lines(app, clock, capsys, START + timedelta(hours=3))
     assert [line["outcome"] for line in again] == ["audit_summary"]
     assert jobs.runs[("etl", dead)] == 1
-
-
-def test_a_job_resumed_after_a_console_pause_is_not_reported_for_its_paused_times(
-    firestore_store, capsys
-):
-    paused_at = START + timedelta(hours=2, minutes=10)
-    resumed_at = START + timedelta(hours=8, minutes=55)
-    live = {"etl": LiveJob("etl", True, "0 * * * *", "UTC", paused_at)}
-    jobs = Jobs()
-    clock = FakeClock(START)
-    app, _ = audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}], lambda: live)
-
-    def sent(when: datetime) -> list[str]:
-        if when >= resumed_at:
-            # Resumed in the console: Scheduler now says ENABLED, since the resume.
-            live["etl"] = LiveJob("etl", False, "0 * * * *", "UTC", resumed_at)
-            return ["etl"]
-        return ["etl"] if when < paused_at else []
-
-    findings, summary = twelve_hours(app, clock, capsys, sent)
-
-    # The audits during the pause passed its times as deliberately not run, so the
-    # resume does not turn them into misses.
-    assert findings == []
-    ran = (0, 1, 2, 9, 10, 11, 12)
-    assert sorted(jobs.runs) == [("etl", START + timedelta(hours=hour)) for hour in ran]
-    assert summary["paused_jobs"] == []

@@ -10,6 +10,12 @@ from typing import Any, ClassVar
 
 import pytest
 
+from runledger.audit.pause_log import (
+    LOGGING_API,
+    PAUSE_METHOD,
+    RESUME_METHOD,
+    StateChange,
+)
 from runledger.audit.scheduler_state import (
     API,
     PAGE_SIZE,
@@ -17,10 +23,11 @@ from runledger.audit.scheduler_state import (
     live_job,
     scheduler_lister,
 )
-from runledger.exceptions import SchedulerUnreadable
+from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from tests.handler.support import HANDLER_DIR
 
 PARENT = "projects/acme-prod/locations/europe-west1"
+SINCE = datetime(2026, 10, 16, 6, 0, tzinfo=UTC)
 
 
 class Answer:
@@ -33,10 +40,15 @@ class Answer:
 
 
 class Session:
-    """Stands in for google-auth's AuthorizedSession: answers pages, records the calls."""
+    """Stands in for google-auth's AuthorizedSession: answers pages, records the calls.
+
+    `pages` answer Scheduler's jobs.list (GET), `log_pages` Logging's entries.list (POST).
+    """
 
     calls: ClassVar[list[tuple[str, dict[str, str]]]] = []
     pages: ClassVar[list[Answer]] = []
+    posts: ClassVar[list[tuple[str, dict[str, Any]]]] = []
+    log_pages: ClassVar[list[Answer]] = []
 
     def __init__(self, credentials: object) -> None:
         self.credentials = credentials
@@ -44,6 +56,10 @@ class Session:
     def get(self, url: str, params: dict[str, str], timeout: float) -> Answer:
         Session.calls.append((url, params))
         return Session.pages.pop(0)
+
+    def post(self, url: str, json: dict[str, Any], timeout: float) -> Answer:
+        Session.posts.append((url, dict(json)))
+        return Session.log_pages.pop(0) if Session.log_pages else Answer(200, {})
 
 
 @pytest.fixture
@@ -53,7 +69,7 @@ def session(monkeypatch: pytest.MonkeyPatch) -> type[Session]:
 
     monkeypatch.setattr(google.auth, "default", lambda scopes: ("credentials", "acme-prod"))
     monkeypatch.setattr(requests, "AuthorizedSession", Session)
-    Session.calls, Session.pages = [], []
+    Session.calls, Session.pages, Session.posts, Session.log_pages = [], [], [], []
     return Session
 
 
@@ -69,11 +85,10 @@ def test_a_job_resource_is_read_by_its_documented_fields() -> None:
         timeZone="Europe/Berlin",
         userUpdateTime="2026-10-16T10:30:00.123456Z",
     )
-    assert live_job(resource) == LiveJob(
-        "etl", True, "0 2 * * *", "Europe/Berlin", datetime(2026, 10, 16, 10, 30, 0, 123456, UTC)
-    )
+    # userUpdateTime is not read: the API does not say a pause sets it.
+    assert live_job(resource) == LiveJob("etl", True, "0 2 * * *", "Europe/Berlin")
     # No timeZone is UTC; a job the system disabled is not a deliberate pause.
-    assert live_job(job("sync", "DISABLED")) == LiveJob("sync", False, "0 * * * *", "UTC", None)
+    assert live_job(job("sync", "DISABLED")) == LiveJob("sync", False, "0 * * * *", "UTC")
 
 
 def test_one_listing_follows_every_page(session) -> None:
@@ -81,7 +96,7 @@ def test_one_listing_follows_every_page(session) -> None:
         Answer(200, {"jobs": [job("etl", "PAUSED")], "nextPageToken": "p2"}),
         Answer(200, {"jobs": [job("report")]}),
     ]
-    jobs = scheduler_lister("acme-prod", "europe-west1", {})()
+    jobs = scheduler_lister("acme-prod", "europe-west1", {})(SINCE)
     assert sorted(jobs) == ["etl", "report"] and jobs["etl"].paused
     assert session.calls == [
         (f"{API}/{PARENT}/jobs", {"pageSize": str(PAGE_SIZE)}),
@@ -99,7 +114,7 @@ def test_one_listing_follows_every_page(session) -> None:
 def test_an_error_answer_is_one_reason(session, answer: Answer, reason: str) -> None:
     session.pages = [answer]
     with pytest.raises(SchedulerUnreadable, match=reason):
-        scheduler_lister("acme-prod", "europe-west1", {})()
+        scheduler_lister("acme-prod", "europe-west1", {})(SINCE)
 
 
 def test_no_credentials_and_the_emulator_are_reasons_not_errors(monkeypatch) -> None:
@@ -111,10 +126,10 @@ def test_no_credentials_and_the_emulator_are_reasons_not_errors(monkeypatch) -> 
 
     monkeypatch.setattr(google.auth, "default", no_adc)
     with pytest.raises(SchedulerUnreadable, match="no application-default credentials"):
-        scheduler_lister("acme-prod", "europe-west1", {})()
+        scheduler_lister("acme-prod", "europe-west1", {})(SINCE)
     local = {"FIRESTORE_EMULATOR_HOST": "127.0.0.1:8080"}
-    with pytest.raises(SchedulerUnreadable, match="local run on the Firestore emulator"):
-        scheduler_lister("acme-prod", "europe-west1", local)()
+    with pytest.raises(SchedulerAbsent, match="local run on the Firestore emulator"):
+        scheduler_lister("acme-prod", "europe-west1", local)(SINCE)
 
 
 def test_the_handler_imports_no_google_auth_before_an_audit_runs() -> None:
@@ -127,3 +142,74 @@ def test_the_handler_imports_no_google_auth_before_an_audit_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def entry(job: str, method: str, at: str, **payload: Any) -> dict[str, Any]:
+    """An Admin Activity audit log entry of a Scheduler call, as entries.list returns it."""
+    return {
+        "timestamp": at,
+        "logName": "projects/acme-prod/logs/cloudaudit.googleapis.com%2Factivity",
+        "resource": {
+            "type": "cloud_scheduler_job",
+            "labels": {"job_id": job, "location": "europe-west1", "project_id": "acme-prod"},
+        },
+        "protoPayload": {"methodName": method, "resourceName": f"{PARENT}/jobs/{job}"} | payload,
+    }
+
+
+def test_each_job_gets_its_pauses_and_resumes_from_the_admin_activity_log(session) -> None:
+    session.pages = [Answer(200, {"jobs": [job("etl", "PAUSED"), job("report")]})]
+    session.log_pages = [
+        Answer(
+            200,
+            {
+                "entries": [
+                    entry("etl", PAUSE_METHOD, "2026-10-16T07:00:00Z"),
+                    entry("etl", RESUME_METHOD, "2026-10-16T08:00:00.5Z"),
+                ],
+                "nextPageToken": "n2",
+            },
+        ),
+        Answer(
+            200,
+            {
+                "entries": [
+                    # A call that failed changed nothing.
+                    entry("etl", RESUME_METHOD, "2026-10-16T08:30:00Z", status={"code": 7}),
+                    entry("etl", PAUSE_METHOD, "2026-10-16T09:00:00Z"),
+                ]
+            },
+        ),
+    ]
+
+    jobs = scheduler_lister("acme-prod", "europe-west1", {})(SINCE)
+
+    at = datetime(2026, 10, 16, 0, 0, tzinfo=UTC).replace
+    assert jobs["etl"].changes == (
+        StateChange(at(hour=7), True),
+        StateChange(at(hour=8, microsecond=500000), False),
+        StateChange(at(hour=9), True),
+    )
+    assert jobs["etl"].history_from == SINCE and jobs["report"].history_from == SINCE
+    assert jobs["report"].changes == ()
+    (url, body), (_, second) = session.posts
+    assert url == LOGGING_API
+    assert body["resourceNames"] == ["projects/acme-prod"]
+    query = body["filter"]
+    assert 'logName="projects/acme-prod/logs/cloudaudit.googleapis.com%2Factivity"' in query
+    assert 'resource.type="cloud_scheduler_job"' in query
+    assert 'resource.labels.location="europe-west1"' in query
+    assert f'protoPayload.methodName="{PAUSE_METHOD}"' in query
+    assert f'protoPayload.methodName="{RESUME_METHOD}"' in query
+    assert 'timestamp>="2026-10-16T06:00:00Z"' in query
+    assert second["pageToken"] == "n2"
+
+
+def test_a_log_that_cannot_be_read_leaves_the_listing_without_history(session) -> None:
+    session.pages = [Answer(200, {"jobs": [job("etl", "PAUSED")]})]
+    session.log_pages = [Answer(403, {})]
+
+    (etl,) = scheduler_lister("acme-prod", "europe-west1", {})(SINCE).values()
+
+    assert etl.paused and etl.history_from is None and etl.changes == ()
+    assert etl.history_unread == "permission logging.logEntries.list denied"

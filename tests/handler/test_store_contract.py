@@ -15,7 +15,7 @@ from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.epochs import AuditEpoch
 from runledger.ledger.overlap import OverlapStore, Slot
 from runledger.ledger.record import Status
-from runledger.ledger.watermarks import JobMark, OpenRun, StoredShard
+from runledger.ledger.watermarks import JobMark, OpenRun, Sighting, StoredShard
 from tests.handler.support import T0
 from tests.handler.support import run_record as record
 
@@ -116,11 +116,12 @@ MARK = JobMark(
         OpenRun((T0 + timedelta(hours=1),), "missed"),
         OpenRun((T0 + timedelta(hours=2), T0 + timedelta(hours=3)), None),
     ),
+    Sighting(T0 + timedelta(hours=3, minutes=30), True),
 )
 
 
 def test_a_shard_round_trips_every_mark_and_a_second_create_keeps_the_first(store):
-    shard = StoredShard({"etl": MARK, "job.with.dots": replace(MARK, open=())}, None)
+    shard = StoredShard({"etl": MARK, "job.with.dots": replace(MARK, open=(), seen=None)}, None)
     version = store.create_shard("s1", shard)
     with pytest.raises(RecordExists):
         store.create_shard("s1", StoredShard({}, None))

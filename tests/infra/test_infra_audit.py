@@ -27,6 +27,7 @@ from runledger.config import Settings
 from runledger.exceptions import StoreUnavailable, TerminalJobError
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from tests.clitools import run_module
 from tests.handler.support import FakeClock, deliver, make_app
 from tests.infra.conftest import SharedRuns, tree_digest, write_handler
 
@@ -136,7 +137,9 @@ def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_j
 
     scheduled = jobs_by_name(resources)
     assert scheduled["hourly-sync"]["paused"] is True
-    assert "paused" not in scheduled["nightly-report"]  # enabled, as Scheduler defaults
+    # Sent as false too: the provider's `paused` is Optional+Computed, so an unset value
+    # would leave a job the stack paused before paused (platform-facts.md).
+    assert scheduled["nightly-report"]["paused"] is False
     entries = {
         entry["id"]: entry for entry in json.loads(environment(resources)["DEDUP_SCHEDULES"])
     }
@@ -147,6 +150,46 @@ def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_j
     assert by_id["hourly-sync"].paused and not by_id["nightly-report"].paused
 
 
+def test_a_job_the_stack_paused_is_resumed_by_paused_false_or_by_removing_it(
+    run, multi_job_config
+) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[0].update(paused=False)
+    jobs[1].pop("paused", None)
+
+    scheduled = jobs_by_name(run(jobs=jobs))
+
+    # Both send an explicit false, which the provider turns into a ResumeJob call.
+    assert scheduled["nightly-report"]["paused"] is False
+    assert scheduled["hourly-sync"]["paused"] is False
+
+
+def test_make_plan_shows_each_jobs_paused_state_on_the_scheduler_job(
+    make_stack, multi_job_config
+) -> None:
+    jobs = multi_job_config[f"{NS}jobs"]
+    jobs[1].update(paused=True)
+    path = make_stack({**multi_job_config, f"{NS}jobs": jobs})
+
+    result = run_module("offline.plan", "--dir", str(path), "--stack", "test", timeout_s=120)
+
+    assert result.returncode == 0, result.stderr
+    # Each Scheduler job's settings follow its line: `name`, then `paused` among them.
+    shown: dict[str, str] = {}
+    current, previous = None, ""
+    for line in result.stdout.splitlines():
+        setting = line.strip()
+        if setting.startswith("+ "):
+            current = None
+        if setting.startswith("name:") and "cloudscheduler/job:Job" in previous:
+            current = setting.removeprefix("name:").strip()
+        if current is not None and setting.startswith("paused:"):
+            shown[current] = setting.removeprefix("paused:").strip()
+        previous = line
+    assert shown["hourly-sync"] == "true"
+    assert shown["nightly-report"] == "false"
+
+
 def test_a_paused_value_that_is_not_a_boolean_names_its_key(run, multi_job_config) -> None:
     jobs = multi_job_config[f"{NS}jobs"]
     jobs[0].update(paused="sometimes")
@@ -154,19 +197,55 @@ def test_a_paused_value_that_is_not_a_boolean_names_its_key(run, multi_job_confi
         run(jobs=jobs)
 
 
-def test_the_runtime_account_may_list_scheduler_jobs_read_only_when_the_audit_runs(run) -> None:
-    def viewer_grants(resources: list[CapturedResource]) -> list[dict[str, Any]]:
+def test_the_runtime_account_may_only_list_scheduler_jobs_when_the_audit_runs(run) -> None:
+    def scheduler_grants(resources: list[CapturedResource]) -> list[dict[str, Any]]:
+        roles = {
+            f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": r.inputs["permissions"]
+            for r in resources
+            if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"
+        }
         return [
-            r.inputs
+            {**r.inputs, "permissions": roles.get(r.inputs["role"])}
             for r in resources
             if r.type == "gcp:projects/iAMMember:IAMMember"
-            and r.inputs["role"] == "roles/cloudscheduler.viewer"
+            and (
+                r.inputs["role"].startswith("roles/cloudscheduler.")
+                or "cloudscheduler.jobs.list" in (roles.get(r.inputs["role"]) or [])
+            )
         ]
 
-    (grant,) = viewer_grants(run())
+    # A custom role holding only the listing the audit calls: no predefined Scheduler
+    # role, whose jobs.fullView would read other workloads' targets.
+    (grant,) = scheduler_grants(run())
+    assert grant["permissions"] == ["cloudscheduler.jobs.list"]
     assert grant["project"] == "dedup-test-project"
     assert grant["member"].startswith("serviceAccount:dedup-runtime@")
-    assert viewer_grants(run(audit={"enabled": False})) == []
+    assert scheduler_grants(run(audit={"enabled": False})) == []
+
+
+def test_the_runtime_account_may_read_scheduler_audit_log_entries_and_nothing_more(run) -> None:
+    def log_grants(resources: list[CapturedResource]) -> list[tuple[dict[str, Any], Any]]:
+        roles = {
+            r.name: r.inputs
+            for r in resources
+            if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"
+            and "logging.logEntries.list" in r.inputs["permissions"]
+        }
+        return [
+            (r.inputs, roles[name])
+            for r in resources
+            if r.type == "gcp:projects/iAMMember:IAMMember"
+            for name in roles
+            if roles[name]["roleId"] in r.inputs["role"]
+        ]
+
+    ((grant, role),) = log_grants(run())
+    # Admin Activity entries need logging.logEntries.list alone (not privateLogEntries).
+    assert role["permissions"] == ["logging.logEntries.list"]
+    assert role["project"] == grant["project"] == "dedup-test-project"
+    assert grant["member"].startswith("serviceAccount:dedup-runtime@")
+    assert "condition" not in grant
+    assert log_grants(run(audit={"enabled": False})) == []
 
 
 # --- the audit's Scheduler job --------------------------------------------------------------
@@ -320,6 +399,7 @@ def test_every_alert_watches_a_log_metric_of_the_handlers_lines(run) -> None:
         "dedup-findings",
         "dedup-attempts",
         "dedup-latency",
+        "dedup-outlived-deadline",
         "dedup-audits",
     }
     for metric in metrics.values():
@@ -374,6 +454,10 @@ def test_metrics_extract_the_fields_the_handler_logs(run) -> None:
     assert metrics["dedup-latency"]["valueExtractor"] == "EXTRACT(jsonPayload.duration_ms)"
     assert metrics["dedup-latency"]["metricDescriptor"]["valueType"] == "DISTRIBUTION"
     assert '"audit_summary"' in metrics["dedup-audits"]["filter"]
+    # The final line of a run past its attempt deadline (runledger.delivery.deadline).
+    outlived = metrics["dedup-outlived-deadline"]
+    assert outlived["filter"].endswith(" AND jsonPayload.outlived_attempt_deadline_s>0")
+    assert outlived["labelExtractors"] == {"job": "EXTRACT(jsonPayload.job)"}
 
 
 def test_alerts_notify_the_configured_channels_and_emails(run) -> None:
@@ -439,6 +523,9 @@ def test_the_dashboard_charts_runs_attempts_and_latency(run) -> None:
     assert (
         "user/dedup-latency" in charts["Handler latency in ms (99th percentile), by job"]["filter"]
     )
+    outlived = charts["Runs past their attempt deadline (Scheduler gave up on the attempt), by job"]
+    assert "user/dedup-outlived-deadline" in outlived["filter"]
+    assert outlived["aggregation"]["groupByFields"] == ["metric.label.job"]
 
 
 # --- the outcome names the alerts count are the handler's -----------------------------------
@@ -600,10 +687,10 @@ def test_the_dashboard_json_has_no_zero_or_empty_field(run) -> None:
 
     assert defaults(layout, "") == []
     tiles = layout["mosaicLayout"]["tiles"]
-    assert len(tiles) == 5
+    assert len(tiles) == 6
     assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
     assert (tiles[3]["xPos"], tiles[3]["yPos"]) == (24, 16)
-    audits = tiles[4]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
+    audits = tiles[5]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
     assert "groupByFields" not in audits["aggregation"]
 
 
@@ -645,3 +732,12 @@ def test_a_job_named_like_the_stacks_audit_job_is_rejected(run, multi_job_config
     jobs[0]["id"] = "dedup-audit"
     with pytest.raises(ProgramFailed, match=f"{NS}jobs\\[0\\].id: 'dedup-audit' is reserved"):
         run(jobs=jobs)
+
+
+def test_the_example_plan_grants_no_predefined_scheduler_role() -> None:
+    # `make plan` of the repository's example stack: the audit's listing is a custom role.
+    result = run_module("offline.plan", timeout_s=120)
+
+    assert result.returncode == 0, result.stderr
+    assert "roles/cloudscheduler." not in result.stdout
+    assert "permissions: [cloudscheduler.jobs.list]" in result.stdout

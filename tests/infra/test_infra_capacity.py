@@ -23,13 +23,33 @@ def _stack(stack: str = ANY_STACK, **overrides: object) -> dict[str, object]:
 def test_every_stack_of_the_repo_serves_twice_what_its_jobs_can_have_in_flight(
     stack: str,
 ) -> None:
+    # The plan's own verdict, whatever the stack's jobs: a team's stack may well have
+    # runs whose retry window outlasts their interval (see the test below).
     config = parse_config(_stack(stack), read_project_name(REPO))
     found = capacity(config)
-    # A holder and one waiting retry per open run; no job's runs overlap; the audit's one.
-    assert found.in_flight == 2 * len(config.jobs) + 1
     assert found.serves == config.max_instances * config.concurrency
     assert found.holds and found.serves >= 2 * found.in_flight
     assert found.summary().endswith(": holds")
+
+
+def test_a_retry_window_longer_than_the_interval_counts_every_run_it_spans() -> None:
+    # */15 with two retries of a 300 s deadline: a run's requests may stay open for
+    # (3 x 300 s + the backoffs) + what the request timeout adds past the deadline,
+    # longer than 15 minutes, so the next run's holder and retry are in flight too.
+    job = {
+        "id": "quarter-hourly",
+        "schedule": "*/15 * * * *",
+        "attemptDeadline": "300s",
+        "retry": {"retryCount": 2},
+    }
+    config = parse_config(_stack(jobs=[job]), read_project_name(REPO))
+    (parsed,) = config.jobs
+    span = run_span_s(parsed, config.request_timeout_s)
+    assert span > 900
+    found = capacity(config)
+    assert found.per_job == {"quarter-hourly": 2 * overlapping_runs("*/15 * * * *", span)}
+    assert found.per_job["quarter-hourly"] > 2
+    assert found.holds == (found.serves >= 2 * found.in_flight)
 
 
 def test_one_request_per_instance_is_reported_short() -> None:

@@ -388,8 +388,20 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
                 f"projects/{PROJECT}",
                 f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
             ),
-            # The audit's one listing of the Scheduler jobs' live state: read only.
-            ("projects/iAMMember", "roles/cloudscheduler.viewer", f"projects/{PROJECT}", ""),
+            # The audit's one listing of the Scheduler jobs' live state: a custom role.
+            (
+                "projects/iAMMember",
+                f"projects/{PROJECT}/roles/dedup_scheduler_read",
+                f"projects/{PROJECT}",
+                "",
+            ),
+            # The audit's read of Scheduler's Admin Activity log (pauses and resumes).
+            (
+                "projects/iAMMember",
+                f"projects/{PROJECT}/roles/dedup_pause_log_read",
+                f"projects/{PROJECT}",
+                "",
+            ),
         },
         f"serviceAccount:{email('invoker')}": {
             ("cloudrunv2/serviceIamMember", "roles/run.invoker", service_name, "")
@@ -419,7 +431,7 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
 
 
 def test_runtime_role_allows_only_document_reads_and_writes(resources) -> None:
-    role = only(resources, "gcp:projects/iAMCustomRole:IAMCustomRole")
+    role = named(resources, "dedup-ledger-role")
 
     assert sorted(role.inputs["permissions"]) == [
         "datastore.entities.create",

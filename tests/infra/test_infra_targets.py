@@ -103,7 +103,23 @@ LEDGER_GRANT = (
     f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
 )
 # The audit's listing of the Scheduler jobs' live state: read only, on the stack's project.
-SCHEDULER_VIEW_GRANT = (PROJECT_MEMBER, PROJECT, "", "", "roles/cloudscheduler.viewer", "")
+SCHEDULER_VIEW_GRANT = (
+    PROJECT_MEMBER,
+    PROJECT,
+    "",
+    "",
+    f"projects/{PROJECT}/roles/dedup_scheduler_read",
+    "",
+)
+# The audit's read of Scheduler's Admin Activity log: logging.logEntries.list alone.
+PAUSE_LOG_GRANT = (
+    PROJECT_MEMBER,
+    PROJECT,
+    "",
+    "",
+    f"projects/{PROJECT}/roles/dedup_pause_log_read",
+    "",
+)
 
 
 # --- TTL on the checkpoint/output subcollection ---------------------------------------
@@ -152,10 +168,16 @@ def test_the_ledger_collection_cannot_be_the_work_collection(
 # --- grants ---------------------------------------------------------------------------
 
 
-def test_without_targets_the_runtime_account_only_reaches_the_ledger_and_lists_jobs(plain) -> None:
-    assert runtime_grants(plain) == {LEDGER_GRANT, SCHEDULER_VIEW_GRANT}
+def test_without_targets_the_runtime_account_only_reaches_the_ledger_and_reads_scheduler(
+    plain,
+) -> None:
+    assert runtime_grants(plain) == {LEDGER_GRANT, SCHEDULER_VIEW_GRANT, PAUSE_LOG_GRANT}
     assert not plain.of_type(JOB_MEMBER)
-    assert [role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)] == ["dedup_ledger_rw"]
+    assert sorted(role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)) == [
+        "dedup_ledger_rw",
+        "dedup_pause_log_read",
+        "dedup_scheduler_read",
+    ]
     assert not any(r.name.startswith("dedup-target-") for r in plain)
 
 
@@ -163,6 +185,7 @@ def test_each_target_gets_exactly_its_grant(targeted) -> None:
     assert runtime_grants(targeted) == {
         LEDGER_GRANT,
         SCHEDULER_VIEW_GRANT,
+        PAUSE_LOG_GRANT,
         # Workflows roles go no lower than the project and Workflows ignores
         # resource-name conditions: an unconditioned grant on the workflow's project.
         (PROJECT_MEMBER, PROJECT, "", "", "roles/workflows.invoker", ""),
@@ -203,6 +226,8 @@ def test_run_job_role_holds_only_run_and_run_with_overrides(targeted) -> None:
 
     assert set(roles) == {
         "dedup-ledger-role",
+        "dedup-scheduler-read-role",
+        "dedup-pause-log-role",
         "dedup-run-job-role",
         f"dedup-run-job-role-{OTHER_PROJECT}",
     }
@@ -228,7 +253,9 @@ def test_two_jobs_on_one_project_share_the_run_job_role(
 
     assert sorted(r.name for r in resources.of_type(CUSTOM_ROLE)) == [
         "dedup-ledger-role",
+        "dedup-pause-log-role",
         "dedup-run-job-role",
+        "dedup-scheduler-read-role",
     ]
     assert sorted(g.inputs["name"] for g in resources.of_type(JOB_MEMBER)) == [
         "reindex",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dedup_schedule.config.parser import PROJECT_KEYS
+from dedup_schedule.config.model import ConfigError
+from dedup_schedule.config.parser import PROJECT_KEYS, parse_config
 from offline.mockrun import run_program
 from offline.stack_file import read_project_name
 from tests.clitools import run_module
@@ -55,6 +57,20 @@ def test_template_documents_every_config_key_with_a_default() -> None:
         assert spec.get("description"), key
         if key != "gcp:project":
             assert "default" in spec, key
+
+
+def test_the_template_describes_every_job_key_the_parser_accepts() -> None:
+    # The parser names every key it accepts when it refuses an unknown one.
+    job = {"id": "a", "schedule": "0 3 * * *", "zzz": 1}
+    config = {"gcp:project": "dedup-test-project", "gcp:region": "europe-west1"}
+    with pytest.raises(ConfigError, match=r"known keys: ") as refused:
+        parse_config({**config, "scheduler-dedup:jobs": [job]})
+    accepted = set(str(refused.value).split("known keys: ")[1].rstrip(")").split(", "))
+
+    # Each job key is described in the template as `key (what it takes...)`.
+    described = set(re.findall(r"\b([a-z][A-Za-z]*) \(", template_config()["jobs"]["description"]))
+    assert accepted == described
+    assert {"paused", "overlap"} <= described
 
 
 def test_the_rendered_template_runs(project_copy: Path) -> None:

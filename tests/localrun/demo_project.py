@@ -7,6 +7,7 @@ three time zones, retries from none to five, deadlines from 2 to 15 minutes).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dedup_schedule.config.model import ScheduleConfig
@@ -20,3 +21,9 @@ DEMO_ARGS = ("--dir", str(DEMO_PROJECT), "--stack", DEMO_STACK, "--demo-jobs")
 
 def demo_stack() -> ScheduleConfig:
     return load_stack(DEMO_STACK, DEMO_PROJECT)
+
+
+# The instant the seeded demo tests start at (`run_demo(now=...)`), so what they
+# replay does not depend on the hour they run. At this one the demo's overlap skip
+# lands on an hourly run the tests count (2026-12-02 02:10 UTC).
+DEMO_NOW = datetime(2026, 12, 2, 2, 10, tzinfo=UTC)

@@ -23,7 +23,7 @@ from localrun.demo_overlap import (
 from localrun.demo_plan import ExecutionEvent, Step, append_event
 from localrun.simulator import Delivery, Fault, RunPlan, RunResult, Seen, SimJob
 from runledger.facts import RetryPolicy
-from tests.localrun.demo_project import demo_stack
+from tests.localrun.demo_project import DEMO_NOW, demo_stack
 
 NOW = datetime(2026, 12, 1, 23, 30, tzinfo=UTC)
 JOB = SimJob("sync", "5 * * * *", "UTC", 1.0, RetryPolicy(), (), b"")
@@ -140,7 +140,7 @@ def test_make_demo_shows_one_overlap_skip_and_one_backfill_and_counts_them(
     firestore_emulator.clear(config.database.name, project=config.project)
     out = io.StringIO()
     invariant, report = run_demo(
-        DemoOptions(runs=8, demo_jobs=True), config, out, firestore_emulator
+        DemoOptions(runs=8, demo_jobs=True), config, out, firestore_emulator, now=DEMO_NOW
     )
     text = out.getvalue()
     assert invariant.holds, text
@@ -162,7 +162,7 @@ def test_make_demo_shows_one_overlap_skip_and_one_backfill_and_counts_them(
     assert f"deliberately not run (overlap: skip): {skipped}" in text
     assert "python -m runledger.ops backfill --job" in text
     assert datetime.fromisoformat(backfilled.label.split("@")[1].replace("Z", "+00:00")) < (
-        datetime.now(UTC) - timedelta(hours=1)
+        DEMO_NOW - timedelta(hours=1)
     )
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from dedup_schedule.config.model import ScheduleConfig
 from localrun.demo import DemoOptions, main, run_demo
+from localrun.demo_invariant import FATE_DROPPED, FATE_EXHAUSTED, FATE_RAN_ONCE, FATE_SKIPPED
 from localrun.emulator import FirestoreEmulator
-from tests.localrun.demo_project import DEMO_ARGS, demo_stack
+from runledger.facts import OUTCOME_OVERLAP_SKIPPED
+from tests.localrun.demo_project import DEMO_ARGS, DEMO_NOW, demo_stack
 
 pytestmark = pytest.mark.firestore
 
@@ -23,32 +27,52 @@ def _empty_ledger(emulator: FirestoreEmulator, config: ScheduleConfig) -> None:
     emulator.clear(config.database.name, project=config.project)
 
 
-def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emulator) -> None:
+def _assert_each_run_has_its_reported_fate(report: dict, invariant) -> None:
+    """Ground truth from the execution log, counted by the fate the report gives each run.
+
+    A run ran once, or it is one of the runs the demo makes end otherwise: never
+    delivered, retries exhausted (both reported by the audit), or skipped by its
+    job's overlap policy (deliberately not run). Each of those is at most one run.
+    """
+    assert invariant.holds, invariant.violations
+    fates = Counter(run["fate"] for run in report["runs"])
+    assert set(fates) <= {FATE_RAN_ONCE, FATE_DROPPED, FATE_EXHAUSTED, FATE_SKIPPED}, fates
+    assert fates[FATE_DROPPED] <= 1 and fates[FATE_EXHAUSTED] <= 1 and fates[FATE_SKIPPED] <= 1
+    for run in report["runs"]:
+        expected = 1 if run["fate"] == FATE_RAN_ONCE else 0
+        assert run["successful_executions"] == expected, run
+        outcomes = {delivery["outcome"] for delivery in run["deliveries"]}
+        if run["fate"] == FATE_SKIPPED:
+            assert OUTCOME_OVERLAP_SKIPPED in outcomes, run
+        if run["fate"] == FATE_DROPPED:
+            assert run["fault"] == "dropped" and run["deliveries"] == [], run
+    assert [r["run"] for r in report["runs"] if r["fate"] == FATE_SKIPPED] == invariant.skipped
+
+
+def _seeded_demo(emulator: FirestoreEmulator, now: datetime, **options: bool):
     config = demo_stack()
-    _empty_ledger(firestore_emulator, config)
+    _empty_ledger(emulator, config)
     out = io.StringIO()
     invariant, report = run_demo(
-        DemoOptions(runs=3, seed=11, demo_jobs=True), config, out, firestore_emulator
+        DemoOptions(runs=3, seed=11, demo_jobs=True, **options), config, out, emulator, now=now
     )
+    return invariant, report, out.getvalue()
 
-    assert invariant.holds, out.getvalue()
+
+def _assert_the_seeded_demo_holds(invariant, report: dict, text: str) -> None:
+    assert invariant.holds, text
     missing = [kind for kind, count in report["misbehaviour"].items() if count == 0]
-    assert missing == [], out.getvalue()
-    # Ground truth from the execution log: every run succeeded exactly once, but the
-    # one whose retries ran out and the one the Scheduler never delivered.
-    for run in report["runs"]:
-        expected = 0 if run["run"] in invariant.exhausted + invariant.dropped else 1
-        assert run["successful_executions"] == expected, run
+    assert missing == [], text
+    _assert_each_run_has_its_reported_fate(report, invariant)
     # The Scheduler's view really was at-least-once: more deliveries than runs.
     jobs = {row["job"]: row for row in report["jobs"]}
-    assert set(jobs) == {job.id for job in config.jobs}
+    assert set(jobs) == {job.id for job in demo_stack().jobs}
     assert sum(row["deliveries"] for row in jobs.values()) > len(report["runs"])
     assert sum(row["duplicates_200"] + row["duplicates_409"] for row in jobs.values()) > 0
-    text = out.getvalue()
     assert "invariant HOLDS" in text
     assert "p95 ms" in text
     # The audit, through the handler's reserved job, reports exactly the dropped
-    # run as missed and the exhausted one as released.
+    # run as missed and the exhausted one as released, and nothing it skipped.
     (dropped,) = invariant.dropped
     (exhausted,) = invariant.exhausted
     audit = report["audit"]
@@ -59,14 +83,37 @@ def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emul
     assert "audit ACCOUNTS for every run" in text
 
 
-def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emulator) -> None:
-    config = demo_stack()
-    _empty_ledger(firestore_emulator, config)
-    out = io.StringIO()
-    options = DemoOptions(runs=3, seed=11, catch_up=True, demo_jobs=True)
-    invariant, report = run_demo(options, config, out, firestore_emulator)
+def test_seeded_demo_keeps_the_invariant_under_every_misbehaviour(firestore_emulator) -> None:
+    invariant, report, text = _seeded_demo(firestore_emulator, DEMO_NOW)
+    _assert_the_seeded_demo_holds(invariant, report, text)
+    # At this instant the overlap skip takes a run the Scheduler delivered: it counts
+    # as deliberately not run, not as a run that should have succeeded.
+    assert len(invariant.skipped) == 1
 
-    assert invariant.holds, out.getvalue()
+
+# Spread over a day and the year: before and after the hour the overlap skip moves
+# onto a counted run, midday, inside Berlin's spring-forward gap (01:00-02:00 UTC on
+# 2026-03-29) and fall-back repeat (2026-10-25), New York's fall-back day, a year end.
+PINNED_INSTANTS = (
+    datetime(2026, 12, 2, 0, 55, tzinfo=UTC),
+    datetime(2026, 12, 2, 13, 40, tzinfo=UTC),
+    datetime(2026, 3, 29, 1, 30, tzinfo=UTC),
+    datetime(2026, 10, 25, 1, 30, tzinfo=UTC),
+    datetime(2026, 11, 2, 12, 20, tzinfo=UTC),
+    datetime(2026, 12, 31, 23, 50, tzinfo=UTC),
+)
+
+
+@pytest.mark.parametrize("now", PINNED_INSTANTS, ids=lambda now: now.strftime("%Y%m%dT%H%M"))
+def test_the_seeded_demo_holds_at_any_instant(firestore_emulator, now: datetime) -> None:
+    invariant, report, text = _seeded_demo(firestore_emulator, now)
+    _assert_the_seeded_demo_holds(invariant, report, text)
+    assert report["settings"]["started"].startswith(now.strftime("%Y-%m-%dT%H:%M")), report
+
+
+def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emulator) -> None:
+    invariant, report, text = _seeded_demo(firestore_emulator, DEMO_NOW, catch_up=True)
+    assert invariant.holds, text
     assert invariant.dropped == invariant.exhausted == []
     audit = report["audit"]
     assert {item["finding"]: item["catch_up"] for item in audit["findings"]} == {
@@ -74,11 +121,12 @@ def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emula
         "released": "completed",
     }
     # Ground truth from the execution log: every run's work, the two caught up
-    # included, succeeded exactly once.
+    # included, succeeded exactly once, but a run its job's overlap policy skipped.
     caught_up = {item["run"] for item in audit["findings"]}
     runs = {run["run"]: run for run in report["runs"]}
     assert caught_up <= set(runs)
-    assert all(run["successful_executions"] == 1 for run in runs.values())
+    assert all(runs[run]["fate"] == FATE_RAN_ONCE for run in caught_up)
+    _assert_each_run_has_its_reported_fate(report, invariant)
 
 
 def test_json_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

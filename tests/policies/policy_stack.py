@@ -23,6 +23,7 @@ RUN_URL = "https://demo-handler-123456789012.europe-west1.run.app"
 RUN_SERVICE_URL = "https://other-service-123456789012.europe-west1.run.app"
 FN_URL = f"https://{REGION}-{PROJECT}.cloudfunctions.net/demo-handler"
 ROLE_NAME = f"projects/{PROJECT}/roles/demo_ledger_rw"
+SCHEDULER_ROLE_NAME = f"projects/{PROJECT}/roles/demo_scheduler_read"
 
 
 def _sa_email(account_id: str) -> str:
@@ -152,6 +153,27 @@ def compliant_stack(
                 "condition": {"title": "ledger db", "expression": "resource.name == 'x'"},
             },
             deps={"role": [urn(role_type, "demo-ledger-role")], "member": [runtime_urn]},
+        ),
+        resource(
+            role_type,
+            "demo-scheduler-read-role",
+            {
+                "project": PROJECT,
+                "roleId": "demo_scheduler_read",
+                "title": "list Scheduler jobs",
+                "permissions": ["cloudscheduler.jobs.list"],
+            },
+            {"name": SCHEDULER_ROLE_NAME},
+        ),
+        resource(
+            member_type,
+            "demo-scheduler-read",
+            {
+                "project": PROJECT,
+                "role": SCHEDULER_ROLE_NAME,
+                "member": f"serviceAccount:{RUNTIME_SA}",
+            },
+            deps={"role": [urn(role_type, "demo-scheduler-read-role")], "member": [runtime_urn]},
         ),
         resource(
             member_type,

@@ -477,6 +477,55 @@ VARIANTS = [
         "roles/datastore.user is broader than the design needs",
     ),
     Variant(
+        # target.proto reserves X-Google-* and X-AppEngine-* in any case; the provider's
+        # own check is case-sensitive and lets this one through.
+        "reserved-header-lower-case",
+        on(
+            "hourly-sync",
+            target(lambda t: t["headers"].__setitem__("x-google-trace-me", "1")),
+        ),
+        {"scheduler-reserved-headers": MANDATORY},
+        "hourly-sync",
+        "'x-google-trace-me' begins with 'x-google-'",
+    ),
+    Variant(
+        "reserved-header-appengine",
+        on(
+            "hourly-sync",
+            target(lambda t: t["headers"].__setitem__("X-APPENGINE-REGION", "x")),
+        ),
+        {"scheduler-reserved-headers": MANDATORY},
+        "hourly-sync",
+        "'X-APPENGINE-REGION' begins with 'x-appengine-'",
+    ),
+    Variant(
+        # The audit's listing through the predefined role: it also reads every job's
+        # target (jobs.fullView), so only the custom role of the listing is accepted.
+        "predefined-scheduler-viewer-role",
+        on("demo-scheduler-read", lambda p: p.__setitem__("role", "roles/cloudscheduler.viewer")),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "demo-scheduler-read",
+        "grant a custom role limited to cloudscheduler.jobs.list",
+    ),
+    Variant(
+        "scheduler-role-reads-job-targets",
+        on(
+            "demo-scheduler-read-role",
+            lambda p: p["permissions"].append("cloudscheduler.jobs.fullView"),
+        ),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "demo-scheduler-read",
+        "cloudscheduler.jobs.fullView",
+    ),
+    Variant(
+        # The audit's log read is a custom role holding logging.logEntries.list alone.
+        "predefined-logging-viewer-role",
+        add(project_grant("log-viewer-grant", "roles/logging.viewer")),
+        {"iam-project-grants-least-privilege": MANDATORY},
+        "log-viewer-grant",
+        "roles/logging.viewer is broader than the design needs",
+    ),
+    Variant(
         "custom-role-too-wide",
         on(
             "demo-ledger-role",

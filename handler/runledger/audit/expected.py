@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from zoneinfo import ZoneInfo
 
+from runledger.facts import OVERLAP_DELAY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import JobSchedule
 
@@ -41,7 +43,23 @@ class ExpectedRun:
         return self.instants[0]
 
     def settles_at(self, lease: timedelta) -> datetime:
-        return self.instants[-1] + self.job.retry_window + lease + MAX_CLOCK_SKEW
+        return self.retries_end + lease + MAX_CLOCK_SKEW
+
+    @cached_property
+    def retries_end(self) -> datetime:
+        """When Scheduler is done retrying this time: the end of its job's retry window.
+
+        Retries run "retry_count times, or until the next scheduled execution time,
+        whichever comes first" (Cloud Scheduler RetryConfig). An `overlap: delay`
+        job's delayed time waits in those retries, so for such a job the window ends
+        at the next scheduled time when that comes first: a time whose retries ran out
+        there is judged then, not a whole retry window later (docs/work.md).
+        """
+        end = self.instants[-1] + self.job.retry_window
+        if self.job.overlap != OVERLAP_DELAY:
+            return end
+        following = schedule_instants(self.job.schedule, self.job.zone, self.instants[-1], end)
+        return min(end, following[0][0]) if following else end
 
 
 def _instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:

@@ -57,7 +57,8 @@ class AuditFinding:
     run_key: str | None
     record: RunRecord | None
     catch_up: str | None = None  # the outcome of the audit's own attempt, if it made one
-    detail: str | None = None  # why, for a finding about the whole job
+    # Why: for a finding about the whole job, or a run missed while its job's state is unknown.
+    detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -104,8 +105,12 @@ class AuditReport:
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     skipped: int = 0  # runs an overlap policy skipped: deliberately not run, not findings
-    # Why Cloud Scheduler was not read (job states then come from DEDUP_SCHEDULES); None: read.
+    # Why Cloud Scheduler was not read; None: read. Absent (a local run): job states come
+    # from DEDUP_SCHEDULES; else they are unknown (`audit.pauses`).
     scheduler_unread: str | None = None
+    scheduler_absent: bool = False
+    # Why Scheduler's pause history (its audit log) was not read; None: read, or not asked.
+    history_unread: str | None = None
     # What the pass over pending backfill requests did (`runledger.backfill.runs`); None: no pass.
     backfill: dict[str, Any] | None = None
 
@@ -113,9 +118,20 @@ class AuditReport:
     def job_states(self) -> str:
         """Where the jobs' paused state and live schedules came from, for the summary."""
         if self.scheduler_unread is None:
-            return "job states from Cloud Scheduler"
+            if self.history_unread is None:
+                return "job states from Cloud Scheduler"
+            return (
+                f"job states from Cloud Scheduler, pause history not read ({self.history_unread}):"
+                " missed runs reported, not caught up"
+            )
+        if self.scheduler_absent:
+            return (
+                f"Cloud Scheduler not read ({self.scheduler_unread}): "
+                "job states from DEDUP_SCHEDULES"
+            )
         return (
-            f"Cloud Scheduler not read ({self.scheduler_unread}): job states from DEDUP_SCHEDULES"
+            f"Cloud Scheduler not read ({self.scheduler_unread}): job states unknown, "
+            "missed runs reported, not caught up"
         )
 
 

@@ -43,6 +43,8 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             )
             continue
         message = f"scheduled run {item.finding.value}: {item.job} at {rfc3339(item.schedule_time)}"
+        if item.detail is not None:
+            message += f": {item.detail}"
         log_line(
             _SEVERITY[item.finding],
             message,
@@ -55,6 +57,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             error=None if item.record is None else item.record.error,
             catch_up=item.catch_up,
             trigger=None if item.catch_up is None else facts.TRIGGER_CATCH_UP,
+            detail=item.detail,
         )
     counts = {kind.value: 0 for kind in Finding}
     for item in report.findings:
@@ -86,6 +89,7 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
         expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
+        pause_history_unread=report.history_unread,
         backfill=report.backfill,
         **counts,
     )

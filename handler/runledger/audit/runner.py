@@ -23,17 +23,19 @@ skew). Then:
     skipped (ledger.overlap)         -> deliberately not run: counted in the summary
 
 Before that, each job's live state comes from Cloud Scheduler, one listing per
-audit (`runledger.audit.scheduler_state`); where Scheduler cannot be read, from
-DEDUP_SCHEDULES, and the summary says so. Per job:
+audit with each job's pauses and resumes from Scheduler's audit log
+(`runledger.audit.scheduler_state`), and each time's state from that evidence
+(`runledger.audit.pauses`). Per job:
 
-    paused (live, or `paused` in DEDUP_SCHEDULES)
-                     -> its times since the pause (all, if Scheduler gives no
-                        time) are deliberately not run: listed in the summary,
-                        neither findings nor caught up
-    live schedule or time zone differs from DEDUP_SCHEDULES, or not in Scheduler
+    paused live but not in the stack, or the other way round; live schedule or
+    time zone differs from DEDUP_SCHEDULES; or not in Scheduler
                      -> one finding `drifted` for the job, its runs not judged
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
+
+and per time: paused (evidence shows it) -> deliberately not run, neither
+judged nor caught up; state unknown -> judged, a missed one reported with the
+reason and not caught up; enabled -> judged as above.
 
 Two ways to run. The handler's audit (`audit.job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
@@ -60,14 +62,28 @@ from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, listed_runs
 from runledger.audit.findings import AuditFinding, AuditReport, Finding, PausedJob, judge
-from runledger.audit.scheduler_state import Lister, LiveJob
-from runledger.audit.walk import Walk, expired_count, listed_once, paused_at
+from runledger.audit.pauses import (
+    State,
+    Timeline,
+    paused_at,
+    sighting,
+    timelines,
+    with_sighting,
+)
+from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
+from runledger.audit.walk import Walk, expired_count, listed_once
 from runledger.delivery.identify import run_key
-from runledger.exceptions import SchedulerUnreadable
+from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import RunIdentity
-from runledger.ledger.watermarks import MAX_OPEN_PER_JOB, JobMark, LedgerMarks, OpenRun
+from runledger.ledger.watermarks import (
+    MAX_OPEN_PER_JOB,
+    JobMark,
+    JobState,
+    LedgerMarks,
+    OpenRun,
+)
 from runledger.schedules import AuditSettings, JobSchedule
 
 # Keys per batch read: one BatchGetDocuments call each.
@@ -113,6 +129,8 @@ class Audit:
         self._marks = marks
         self._catch_up = catch_up
         self._live = live
+        # Each job's state over this audit's window (`audit.pauses`), set by `run`.
+        self._lines: dict[str, Timeline] = {}
 
     def identity(self, job: str, schedule_time: datetime) -> RunIdentity:
         """The scheduled (not forced) run of `job` at `schedule_time`, keyed as its delivery is."""
@@ -120,32 +138,44 @@ class Audit:
         key = run_key(job, schedule_time, project, region, manual=False)
         return RunIdentity(key, job, schedule_time, project, region, manual=False)
 
-    def _live_jobs(self) -> tuple[Mapping[str, LiveJob] | None, str | None]:
-        """The live jobs by id, or None and why Scheduler was not read."""
+    def _live_jobs(self, since: datetime) -> tuple[Mapping[str, LiveJob] | None, str | None, bool]:
+        """The live jobs by id, or None and why Scheduler was not read, and whether it is absent."""
         if self._live is None:
-            return None, "no lister"
+            return None, "no lister", True
         try:
-            return self._live(), None
+            return self._live(since), None, False
+        except SchedulerAbsent as exc:
+            return None, str(exc), True
         except SchedulerUnreadable as exc:
-            return None, str(exc)
+            return None, str(exc), False
 
     def run(self, lookback: timedelta | None = None, job: str | None = None) -> AuditReport:
         now = self._clock()
         start = now - (lookback or self._settings.lookback)
         schedules = [s for s in self._settings.schedules if job is None or s.id == job]
-        live, unread = self._live_jobs() if schedules else (None, None)
+        live, unread, absent = self._live_jobs(start) if schedules else (None, None, True)
         findings: list[AuditFinding] = []
-        paused: list[PausedJob] = []
         judged: list[JobSchedule] = []
         for schedule in schedules:
-            drift = live_drift(schedule, live)
-            if drift:
-                findings.append(_job_finding(schedule.id, Finding.DRIFTED, drift))
-                continue
-            state = None if live is None else live[schedule.id]
-            if schedule.paused if state is None else state.paused:
-                paused.append(PausedJob(schedule.id, None if state is None else state.since))
-            judged.append(schedule)
+            differs = drift(schedule, live)
+            if differs:
+                findings.append(_job_finding(schedule.id, Finding.DRIFTED, differs))
+            else:
+                judged.append(schedule)
+        self._lines = timelines(schedules, live, unread, absent)
+        states = {}
+        if self._marks is not None and judged:
+            states = self._marks.load(judged, now)
+            for schedule in judged:
+                mark = states[schedule.id].mark
+                seen = None if mark is None else mark.seen
+                state = None if live is None else live.get(schedule.id)
+                self._lines[schedule.id] = with_sighting(self._lines[schedule.id], state, seen)
+        paused = [
+            PausedJob(schedule.id, self._lines[schedule.id].paused_since)
+            for schedule in judged
+            if self._lines[schedule.id].at(now) is State.PAUSED
+        ]
         base = AuditReport(
             window_start=start,
             window_end=now,
@@ -157,18 +187,19 @@ class Audit:
             findings=findings,
             paused=tuple(paused),
             scheduler_unread=unread,
+            scheduler_absent=absent,
+            history_unread=history_unread(schedules, live),
         )
         if self._marks is not None:
-            return self._run_marked(self._marks, base, judged)
+            return self._run_marked(self._marks, base, judged, states, live)
         assert self._epochs is not None  # one of the two, checked on construction
         listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
         for job_id, reason in failures.items():
             findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
         epochs = self._epochs(judged, now) if judged else {}
         runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
-        pauses = {item.job: item.since for item in paused}
-        held = [run for run in runs if paused_at(run, pauses)]
-        runs = [run for run in runs if not paused_at(run, pauses)]
+        held = [run for run in runs if paused_at(run, self._lines)]
+        runs = [run for run in runs if not paused_at(run, self._lines)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = self._keys(settled)
         records = self._read_all(list(keys.values()))
@@ -206,12 +237,15 @@ class Audit:
         return records
 
     def _run_marked(
-        self, marks: LedgerMarks, base: AuditReport, judged: Sequence[JobSchedule]
+        self,
+        marks: LedgerMarks,
+        base: AuditReport,
+        judged: Sequence[JobSchedule],
+        states: Mapping[str, JobState],
+        live: Mapping[str, LiveJob] | None,
     ) -> AuditReport:
         """The handler's audit: from each job's watermark, each settled run judged once."""
         now, start = base.window_end, base.window_start
-        states = marks.load(judged, now) if judged else {}
-        pauses = {item.job: item.since for item in base.paused}
         per_job = max(READ_BUDGET // max(len(judged), 1), 1)
         findings = list(base.findings)
         walks: list[Walk] = []
@@ -231,12 +265,18 @@ class Audit:
                 expired += expired_count(schedule, judged_to, start, state.epoch)
             kept = () if state.mark is None else state.mark.open
             # An open run older than the look-back leaves it: shown until then, then dropped.
-            reopened = [run for run in kept if run.instants[-1] > start]
+            # One that evidence now shows paused was deliberately not run: dropped too.
+            reopened = [
+                run
+                for run in kept
+                if run.instants[-1] > start
+                and not paused_at(ExpectedRun(schedule, run.instants), self._lines)
+            ]
             # Open runs are read again within the job's share too, oldest first; the
             # rest stay open as last judged, shown in the summary, read by a later audit.
             walk = Walk(schedule, state.epoch, judged_to, reopened[:per_job])
             walk.carried = reopened[per_job:]
-            walk.advance(listed, pauses, now, self._lease, per_job)
+            walk.advance(listed, self._lines, now, self._lease, per_job)
             walks.append(walk)
         keys = self._keys(
             [run for walk in walks for run in walk.new]
@@ -266,14 +306,9 @@ class Audit:
                 when = present[0][0] if present else run.schedule_time
                 record = present[0][1] if present else None
                 if finding.value == before:  # reported by an earlier audit: shown, not logged
-                    identity = self.identity(job.id, when)
-                    # Still missed: the earlier catch-up recorded nothing (it met a running
-                    # run of its job, or the store), so this audit tries it again.
-                    catch_up = None
-                    if finding is Finding.MISSED:
-                        catch_up = self._finding(job, when, finding, record, now).catch_up
-                    item = AuditFinding(job.id, when, finding, identity.key, record, catch_up)
-                    still_open.setdefault(job.id, []).append(item)
+                    # Still missed: its catch-up recorded nothing (a running run, the store).
+                    again = self._finding(job, when, finding, record, now, (Finding.MISSED,))
+                    still_open.setdefault(job.id, []).append(again)
                 else:
                     item = self._finding(job, when, finding, record, now)
                     reported.setdefault(job.id, []).append(item)
@@ -291,6 +326,7 @@ class Audit:
                 walk.epoch,
                 walk.judged_to,
                 tuple(keep[-MAX_OPEN_PER_JOB:]),
+                sighting(live, job.id, now, states[job.id].mark),
             )
             old = states[job.id].mark
             if mark != old:
@@ -321,13 +357,23 @@ class Audit:
         finding: Finding,
         record: RunRecord | None,
         now: datetime,
+        caught: tuple[Finding, ...] = _CAUGHT_UP,  # the findings caught up (if the job opts in)
     ) -> AuditFinding:
         identity = self.identity(job.id, schedule_time)
+        line = self._lines.get(job.id)
+        if (
+            finding is Finding.MISSED
+            and line is not None
+            and line.at(schedule_time) is State.UNKNOWN
+        ):
+            # Nothing shows the job was meant to run then: reported, never caught up.
+            detail = f"job state unknown ({line.why}): not caught up"
+            return AuditFinding(job.id, schedule_time, finding, identity.key, record, detail=detail)
         catch_up = None
         if (
             self._catch_up is not None
             and job.catch_up
-            and finding in _CAUGHT_UP
+            and finding in caught
             and now - schedule_time <= job.catch_up_max_age
         ):
             catch_up = self._catch_up(identity)
@@ -348,27 +394,6 @@ def _present(
         # past expire_at a record is as good as absent (TTL deletion is lazy)
         and not records[keys[run.job.id, instant]].is_expired(now)
     ]
-
-
-def live_drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:
-    """How the job's live schedule differs from DEDUP_SCHEDULES; "" if it does not or is unknown.
-
-    The audit reports such a job `drifted` and judges none of its runs; `ops describe`
-    says the same of it.
-    """
-    if live is None:
-        return ""
-    state = live.get(job.id)
-    if state is None:
-        return "not in Cloud Scheduler: no run of it will be sent"
-    deployed = (" ".join(job.schedule.split()), job.time_zone)
-    if (state.schedule, state.time_zone) == deployed:
-        return ""
-    return (
-        f"Cloud Scheduler has {state.schedule!r} in {state.time_zone}, DEDUP_SCHEDULES "
-        f"{deployed[0]!r} in {deployed[1]}: its runs are not judged until they agree "
-        "(edit the stack's config, or undo the edit, and deploy)"
-    )
 
 
 def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, schedule_times
+from runledger.audit.pauses import Timeline, paused_at
 from runledger.ledger.watermarks import OpenRun
 from runledger.schedules import JobSchedule
 
@@ -31,14 +32,14 @@ class Walk:
     def advance(
         self,
         listed: Sequence[ExpectedRun],
-        pauses: Mapping[str, datetime | None],
+        pauses: Mapping[str, Timeline],
         now: datetime,
         lease: timedelta,
         budget: int,
     ) -> None:
         """Pass the settled runs in order, up to `budget` reads; the watermark ends at the last.
 
-        Times before the epoch and paused times are passed without a read. The
+        Times before the epoch and times evidence shows paused are passed without a read. The
         first run not yet settled, or over the budget, stops the watermark: it
         and every later run are looked at again by the next audit.
         """
@@ -89,11 +90,3 @@ def expired_count(job: JobSchedule, judged_to: datetime, start: datetime, epoch:
     except Exception:  # croniter's errors have no common base; the listing after says why
         return 0
     return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
-
-
-def paused_at(run: ExpectedRun, pauses: Mapping[str, datetime | None]) -> bool:
-    """Whether the run falls in its job's pause (a pause of unknown start covers the window)."""
-    if run.job.id not in pauses:
-        return False
-    since = pauses[run.job.id]
-    return since is None or run.instants[-1] >= since

@@ -8,6 +8,9 @@ daylight saving included) and the records are read by key, as the audit reads:
     in progress under a live lease     -> left to its holder
     failed for good                    -> rerun_failed with --include-failed, else left
     no record, released, lease ran out -> run
+    and, where no record says otherwise:
+    inside a pause (`audit.pauses`)    -> left alone: deliberately not run
+    no record, job state unknown       -> left alone, reported: nothing shows it was meant to run
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from datetime import datetime, timedelta
 
 from runledger.audit.expected import expected_runs
 from runledger.audit.findings import rfc3339
+from runledger.audit.pauses import State, Timeline
 from runledger.audit.runner import BATCH
 from runledger.delivery.identify import run_key
 from runledger.ledger.machine import may_take_over
@@ -61,6 +65,7 @@ def plan(
     region: str,
     include_failed: bool,
     now: datetime,
+    line: Timeline,
 ) -> Plan:
     """The times of `job` in [start, end) a backfill runs; AuditTooLarge past expected.MAX_READS."""
     # expected_runs lists (start, end]; shifting both by a microsecond makes it [start, end).
@@ -86,7 +91,9 @@ def plan(
             for instant in run.instants
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
-        reason = _left_because(present, include_failed, now)
+        reason = _left_because(present, include_failed, now) or _state_reason(
+            line, run.schedule_time, bool(present)
+        )
         if reason is not None:
             left[reason] = left.get(reason, 0) + 1
             continue
@@ -94,6 +101,16 @@ def plan(
         action = ACTION_RERUN_FAILED if failed else ACTION_RUN
         runs.append(PlannedRun(job.id, run.schedule_time, action, failed[0] if failed else None))
     return Plan(runs, left)
+
+
+def _state_reason(line: Timeline, moment: datetime, recorded: bool) -> str | None:
+    """Why the job's state at `moment` keeps a backfill from running it, if it does."""
+    state = line.at(moment)
+    if state is State.PAUSED:
+        return "paused (deliberately not run)"
+    if state is State.UNKNOWN and not recorded:  # a record shows it was delivered
+        return f"job state unknown ({line.why}): not run"
+    return None
 
 
 def _left_because(present: list[RunRecord], include_failed: bool, now: datetime) -> str | None:

@@ -19,6 +19,7 @@ from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings
+from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
 from runledger.delivery.invoker import check_invoker
@@ -100,6 +101,7 @@ class App:
         self.zones = dict(zones or {})
         # Each scheduled job's overlap policy (DEDUP_SCHEDULES; absent: allow).
         self.overlaps = dict(overlaps or {})
+        self.deadlines = attempt_deadlines(audit)  # a run that outlives one is logged as such
         # The body each scheduled job's deliveries carry (DEDUP_SCHEDULES), which the
         # runs the audit starts itself (catch-up, backfill) hand to the job too.
         self.bodies = {
@@ -112,10 +114,10 @@ class App:
     def from_env(
         cls,
         env: Mapping[str, str],
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         *,
         jobs: Mapping[str, JobFn] | None = None,
         store_factory: Callable[[], RunStore] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         renewals: Renewals | None = None,
     ) -> App:
         """Validate every setting now; connect to Firestore only on the first delivery.
@@ -125,7 +127,8 @@ class App:
         tests) passes its own `jobs` (None: DEDUP_JOBS_MODULE's), store and clock, so
         overlap policies, time zones, bodies and the duplicate wait come from the same
         DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
-        asked and no backfill queue is read: both live in the cloud.
+        asked and no backfill queue is read: both live in the cloud. `clock` is the
+        deployed handler's real time; the local demo shifts it (`localrun.clocked_handler`).
         """
         settings = Settings.from_env(env)
         served = load_jobs(settings.jobs_module) if jobs is None else jobs
@@ -176,12 +179,14 @@ class App:
         started = time.monotonic()
         fields: dict[str, object] = {}
         response = self._respond(method, list(headers), body, fields, started)
+        elapsed_s = time.monotonic() - started
+        fields.update(outlived_deadline(fields, elapsed_s, self.deadlines))
         log_line(
             _SEVERITY.get(response.status // 100, "INFO"),
             response.message,
             outcome=response.outcome,
             status=response.status,
-            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            duration_ms=round(elapsed_s * 1000, 1),
             **fields,
         )
         return response

@@ -4,7 +4,11 @@ Per job the audit keeps a `JobMark`: the schedule and time zone it judged
 under, the job's epoch (`runledger.ledger.epochs`), `judged_to` (every schedule time
 up to this instant is judged, or deliberately not run) and the runs still
 `open`: those reported as a finding and not yet resolved, and those that had
-settled while a live lease still covered them. The next audit reads only the
+settled while a live lease still covered them; and what the audit last saw of the
+job in Cloud Scheduler (`seen`: when, and whether it was paused), evidence
+`runledger.audit.pauses` weighs against Scheduler's audit log. A mark lost (its
+shard deleted) loses only that evidence: the job's times then read as of unknown
+state, reported rather than excused or caught up. The next audit reads only the
 runs after `judged_to` and the open ones, so a run judged clean is never read
 again, and a finding is logged once; the open ones are carried in the
 summary line until their record says the run completed, or they leave the
@@ -58,6 +62,21 @@ class OpenRun:
 
 
 @dataclass(frozen=True)
+class Sighting:
+    """A job as one audit saw it in Cloud Scheduler: at `at`, paused or not."""
+
+    at: datetime
+    paused: bool
+
+    def to_document(self) -> dict[str, Any]:
+        return {"at": self.at, "paused": self.paused}
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> Sighting:
+        return cls(document["at"], document["paused"])
+
+
+@dataclass(frozen=True)
 class JobMark:
     """What the audit has judged of one job, as now scheduled."""
 
@@ -66,6 +85,8 @@ class JobMark:
     epoch: datetime
     judged_to: datetime | None  # None: nothing judged yet, the whole look-back is due
     open: tuple[OpenRun, ...] = ()
+    # When an audit last listed the job in Cloud Scheduler and whether it was paused then.
+    seen: Sighting | None = None
 
     def holds_for(self, job: JobSchedule) -> bool:
         return (self.schedule, self.time_zone) == (job.schedule, job.time_zone)
@@ -77,6 +98,7 @@ class JobMark:
             "epoch": self.epoch,
             "judged_to": self.judged_to,
             "open": [run.to_document() for run in self.open],
+            "seen": None if self.seen is None else self.seen.to_document(),
         }
 
     @classmethod
@@ -87,6 +109,8 @@ class JobMark:
             document["epoch"],
             document["judged_to"],
             tuple(OpenRun.from_document(run) for run in document["open"]),
+            # Marks written before sightings were kept have none.
+            None if document.get("seen") is None else Sighting.from_document(document["seen"]),
         )
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from runledger.audit.expected import AuditTooLarge
 from runledger.audit.findings import rfc3339
+from runledger.audit.pauses import job_timeline
+from runledger.audit.scheduler_state import Lister
 from runledger.backfill import queue
 from runledger.backfill.firestore_store import FirestoreBackfills
 from runledger.backfill.plan import Plan, plan
@@ -100,6 +102,7 @@ def run(
     client: Any,
     stdout: IO[str],
     operator: str,
+    lister_factory: Callable[[str, str, Mapping[str, str]], Lister],
 ) -> int:
     settings, audit, schedule = job_settings(env, args.job)
     if args.start >= args.end:
@@ -127,6 +130,7 @@ def run(
             audit.region,
             args.include_failed,
             now,
+            job_timeline(lister_factory(audit.project, audit.region, env), schedule, args.start),
         )
     except AuditTooLarge as exc:
         raise OpsError(f"backfill too large: {exc}") from exc

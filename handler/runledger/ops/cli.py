@@ -314,7 +314,7 @@ def main(
     try:
         if args.command == "backfill":
             client = client_factory(args, env)
-            return backfill.run(args, env, clock(), client, stdout, _operator())
+            return backfill.run(args, env, clock(), client, stdout, _operator(), lister_factory)
         if args.command == "describe":
             client = client_factory(args, env)
             return describe.run(args, env, clock(), client, lister_factory, stdout)

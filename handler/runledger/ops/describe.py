@@ -20,10 +20,11 @@ from typing import IO, Any
 
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
-from runledger.audit.runner import BATCH, live_drift
-from runledger.audit.scheduler_state import Lister
+from runledger.audit.pauses import State, Timeline, timelines, unknown
+from runledger.audit.runner import BATCH
+from runledger.audit.scheduler_state import Lister, drift
 from runledger.delivery.identify import run_key
-from runledger.exceptions import SchedulerUnreadable
+from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.overlap import skipped
@@ -86,7 +87,7 @@ def _status(
     now: datetime,
     lease: timedelta,
     epoch: datetime | None,
-    paused_since: datetime | bool | None,
+    line: Timeline,
 ) -> str:
     """What the ledger says of one time, in the audit's words where it judges it."""
     if any(record.status is Status.COMPLETED for record in present):
@@ -97,9 +98,7 @@ def _status(
     if finding is not None and finding.value in ("missed", "stale"):
         if epoch is not None and run.schedule_time < epoch:
             return "before_epoch"
-        if paused_since is True or (
-            isinstance(paused_since, datetime) and run.schedule_time >= paused_since
-        ):
+        if line.at(run.schedule_time) is State.PAUSED:
             return "paused"
         return "missed" if not present else "stale"
     if finding is not None:
@@ -115,34 +114,28 @@ def describe(
     lister_factory: Callable[[str, str, Mapping[str, str]], Lister],
 ) -> dict[str, Any]:
     settings, audit, job = job_settings(env, args.job)
+    start = now - audit.lookback
     try:
-        listed_live = lister_factory(audit.project, audit.region, env)()
+        listed_live = lister_factory(audit.project, audit.region, env)(start)
         live = listed_live.get(job.id)
-        state: dict[str, Any] = {"read": True, "drift": live_drift(job, listed_live) or None}
+        state: dict[str, Any] = {"read": True, "drift": drift(job, listed_live) or None}
         if live is None:
             state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
         else:
-            state.update(
-                paused=live.paused,
-                detail="paused" if live.paused else "enabled",
-                since=None if live.since is None else rfc3339(live.since),
-            )
+            state.update(paused=live.paused, detail="paused" if live.paused else "enabled")
+        line = timelines([job], listed_live, None, False).get(job.id, unknown("not in Scheduler"))
     except SchedulerUnreadable as exc:
-        live = None
         state = {
             "read": False,
             "paused": None,
             "drift": None,
             "detail": f"could not be read: {exc}",
         }
-    paused: datetime | bool | None = False
-    if live is not None and live.paused:
-        paused = live.since if live.since is not None else True
-    elif live is None and job.paused:
-        paused = True
+        line = timelines([job], None, str(exc), isinstance(exc, SchedulerAbsent))[job.id]
+    if state.get("paused") and line.at(now) is State.PAUSED and line.paused_since is not None:
+        state["since"] = rfc3339(line.paused_since)
     store = FirestoreRunStore(client, args.collection)
     epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
-    start = now - audit.lookback
     listed = schedule_times(job, start, now)
     keys = {
         instant: run_key(job.id, instant, audit.project, audit.region, manual=False)
@@ -161,7 +154,7 @@ def describe(
             for instant in run.instants
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
-        status = _status(run, present, now, settings.lease, epoch, paused)
+        status = _status(run, present, now, settings.lease, epoch, line)
         if state["drift"] and status in ("missed", "stale"):
             status = "drifted"  # as the audit: a drifted job's runs are not judged
         counted = "missed" if status == "stale" else status

@@ -104,6 +104,13 @@ def _header(reader: ConfigValues, name: str, default: str) -> str:
     lowered = value.lower()
     if lowered.startswith("x-cloudscheduler") or lowered in _RESERVED_HEADERS:
         raise ConfigError(f"{reader.key(name)}: {value!r} is set by Cloud Scheduler itself")
+    prefix = facts.reserved_header_prefix(value)
+    if prefix is not None:
+        raise ConfigError(
+            f"{reader.key(name)}: {value!r} begins with {prefix!r}, which Cloud Scheduler "
+            "reserves for Google in any case (target.proto); deliveries would arrive "
+            "without it: choose another header name"
+        )
     return value
 
 

@@ -1,4 +1,5 @@
-"""The schedule's dashboard: runs, findings, attempts, latency (and audits, skips, if on).
+"""The schedule's dashboard: runs, findings, attempts, latency, runs past their deadline
+(and audits, skips, if on).
 
 Its charts name the log-based metrics by the names of the metric resources (Outputs),
 so the dashboard is created after the metrics it charts.
@@ -50,6 +51,13 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
             metrics.latency,
             _percentile(),
             "LINE",
+            "",
+        ),
+        (
+            "Runs past their attempt deadline (Scheduler gave up on the attempt), by job",
+            metrics.outlived,
+            _sum("metric.label.job"),
+            "STACKED_BAR",
             "",
         ),
     ]

@@ -1,12 +1,15 @@
 """The log-based metrics `RunMonitoring` derives from the handler's log lines.
 
 Every delivery the handler answers writes one line with its `outcome`, `job`,
-`attempts` and `duration_ms` (`runledger.delivery.app`): the runs counter by outcome, and the
-attempts and latency distributions. The audit logs one line per scheduled run it
-finds missed, stale, failed or released, one per job it could not judge (drifted,
-unauditable), and one summary per audit that ran to the end (`runledger.audit.runner`):
-the findings counter by kind, and the audits counter, whose absence shows an audit
-that stopped running (its findings alert then stays silent).
+`attempts` and `duration_ms` (`runledger.delivery.app`): the runs counter by outcome,
+and the attempts and latency distributions. A line whose run outlived its job's
+attempt deadline says by how much (`runledger.delivery.deadline`): the
+outlived-deadline counter. The audit logs one line per scheduled run it finds
+missed, stale, failed or released, one per job it could not judge (drifted,
+unauditable), and one summary per audit that ran to the end
+(`runledger.audit.runner`): the findings counter by kind, and the audits counter,
+whose absence shows an audit that stopped running (its findings alert then stays
+silent).
 """
 
 from __future__ import annotations
@@ -30,11 +33,19 @@ class MonitoredMetrics:
     findings: gcp.logging.Metric
     attempts: gcp.logging.Metric
     latency: gcp.logging.Metric
+    outlived: gcp.logging.Metric
     audits: gcp.logging.Metric | None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
-        ordered = [self.runs, self.findings, self.attempts, self.latency, self.audits]
+        ordered = [
+            self.runs,
+            self.findings,
+            self.attempts,
+            self.latency,
+            self.outlived,
+            self.audits,
+        ]
         return [metric for metric in ordered if metric is not None]
 
 
@@ -45,6 +56,7 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         findings=findings(scope),
         attempts=attempts(scope),
         latency=latency(scope),
+        outlived=outlived_deadline(scope),
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
     )
 
@@ -106,6 +118,22 @@ def latency(scope: MonitoringScope) -> gcp.logging.Metric:
                 num_finite_buckets=20, growth_factor=2, scale=10
             )
         ),
+    )
+
+
+def outlived_deadline(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Runs that went on past their job's attempt deadline, per job.
+
+    Scheduler has ended such an attempt (and may retry it) while the job still runs;
+    whether Cloud Run keeps CPU for a request whose caller has gone is not
+    documented, so each one is a risk to see before it bites (docs/work.md).
+    """
+    return counter(
+        scope,
+        "outlived-deadline",
+        "Runs that went on past their job's attempt deadline, per job",
+        f"{scope.requests} AND jsonPayload.{facts.OUTLIVED_DEADLINE_FIELD}>0",
+        {"job": "jsonPayload.job"},
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -170,19 +170,26 @@ def test_as_a_command_findings_exit_1(env, seeded, firestore_emulator):
 
 
 def paused_etl(project: str, region: str, env: dict[str, str]):
-    """A Scheduler where etl was paused at 11:30 in the console; report runs as deployed."""
+    """A Scheduler where etl was paused from 08:40 to 09:20 in the console; report as deployed."""
+    from runledger.audit.pause_log import StateChange
     from runledger.audit.scheduler_state import LiveJob
 
     assert (project, region) == ("acme-prod", "europe-west1")
-    since = T0 - timedelta(minutes=30)
-    jobs = {
-        "etl": LiveJob("etl", True, "0 * * * *", "UTC", since),
-        "report": LiveJob("report", False, "0 9 * * *", "UTC", None),
-    }
-    return lambda: jobs
+    log = (
+        StateChange(T0.replace(hour=8, minute=40), True),
+        StateChange(T0.replace(hour=9, minute=20), False),
+    )
+
+    def listing(since: datetime) -> dict[str, LiveJob]:
+        return {
+            "etl": LiveJob("etl", False, "0 * * * *", "UTC", log, since),
+            "report": LiveJob("report", False, "0 9 * * *", "UTC", (), since),
+        }
+
+    return listing
 
 
-def test_a_job_paused_in_scheduler_is_listed_not_found_and_json_keeps_only_findings(env, seeded):
+def test_a_time_inside_a_pause_the_log_shows_is_not_run_and_json_keeps_only_findings(env, seeded):
     runs = []
     for as_json in (False, True):
         out, err = io.StringIO(), io.StringIO()
@@ -197,26 +204,32 @@ def test_a_job_paused_in_scheduler_is_listed_not_found_and_json_keeps_only_findi
         runs.append((code, out.getvalue(), err.getvalue()))
     (text_code, text, text_err), (json_code, raw, json_err) = runs
 
-    # 09:00 was missed and 11:00 failed before the pause; 12:00 is after it: not judged.
+    # 09:00 fell inside the pause (deliberately not run, not missed); 11:00 failed.
     assert (json_code, json_err) == (1, "")
     found = [(item["job"], item["schedule_time"], item["finding"]) for item in json.loads(raw)]
-    assert found == [
-        ("etl", "2026-10-16T09:00:00Z", "missed"),
-        ("etl", "2026-10-16T11:00:00Z", "failed"),
-    ]
+    assert found == [("etl", "2026-10-16T11:00:00Z", "failed")]
     assert (text_code, text_err) == (1, "")
-    lines = text.splitlines()
-    assert "paused (not run, not a finding): etl since 2026-10-16T11:30:00Z" in lines
-    assert "job states from Cloud Scheduler; 1 of paused jobs not run" in lines[-1]
+    assert "job states from Cloud Scheduler; 1 of paused jobs not run" in text.splitlines()[-1]
 
 
-def test_a_schedule_edited_in_scheduler_is_one_drifted_line(env, seeded):
+@pytest.mark.parametrize(
+    ("etl", "detail"),
+    [
+        # Paused in the console while the stack runs it: not an excuse.
+        (("0 * * * *", True), "paused in Cloud Scheduler, enabled in the stack"),
+        # Its schedule edited in the console.
+        (("*/30 * * * *", False), "'*/30 * * * *'"),
+    ],
+)
+def test_a_job_scheduler_holds_otherwise_than_the_stack_is_one_drifted_line(
+    env, seeded, etl, detail
+):
     from runledger.audit.scheduler_state import LiveJob
 
     def edited(project: str, region: str, env: dict[str, str]):
-        return lambda: {
-            "etl": LiveJob("etl", False, "*/30 * * * *", "UTC", None),
-            "report": LiveJob("report", False, "0 9 * * *", "UTC", None),
+        return lambda since: {
+            "etl": LiveJob("etl", etl[1], etl[0], "UTC"),
+            "report": LiveJob("report", False, "0 9 * * *", "UTC"),
         }
 
     out, err = io.StringIO(), io.StringIO()
@@ -235,7 +248,7 @@ def test_a_schedule_edited_in_scheduler_is_one_drifted_line(env, seeded):
         "drifted",
         None,
     )
-    assert "'*/30 * * * *'" in drifted["detail"]
+    assert detail in drifted["detail"]
 
 
 def test_as_a_command_on_the_emulator_a_stack_paused_job_is_listed_and_stderr_says_why(

@@ -11,6 +11,7 @@ import io
 import json
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from tests.handler.support import (
     RETENTION,
     T0,
     FakeClock,
+    FakeScheduler,
     deliver,
     make_app,
     make_ledger,
@@ -171,6 +173,47 @@ def test_dry_run_lists_missed_released_and_with_include_failed_failed_runs(
     assert "left alone: 1 failed (add --include-failed to rerun)" in out
     backfills = firestore_db.collection("runledger_audit").document("scheduler_runs")
     assert list(backfills.collection("backfills").stream()) == []  # a dry run writes nothing
+
+
+def scheduler(**script: Any):
+    """A lister factory: `export` paused from 07:30 to 08:30 in the console (its audit log),
+    or the log unreadable (`log_unread`)."""
+
+    def factory(project: str, region: str, env: Mapping[str, str]) -> FakeScheduler:
+        fake = FakeScheduler(lambda: NOW, export="0 * * * *")
+        fake.pause("export", T0.replace(hour=7, minute=30))
+        fake.resume("export", T0.replace(hour=8, minute=30))
+        fake.log_unread = script.get("log_unread")
+        return fake
+
+    return factory
+
+
+def test_a_backfill_never_plans_a_time_inside_a_pause_nor_one_of_unknown_state(env, seeded):
+    def dry_run(**script: Any) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(
+            ["backfill", *RANGE, "--dry-run"],
+            env=env,
+            clock=lambda: NOW,
+            lister_factory=scheduler(**script),
+            stdout=out,
+            stderr=err,
+        )
+        assert err.getvalue() == ""
+        return code, out.getvalue()
+
+    # 08:00 fell in the pause: not run; 09:00 (released) and 11:00 (never ran) are.
+    code, out = dry_run()
+    assert code == 0
+    assert out.splitlines()[0] == "dry run, nothing written: would run 2 scheduled time(s)"
+    assert "2026-10-16T08:00:00Z" not in out
+    assert "left alone: 1 paused (deliberately not run)" in out
+    # Without the log, a time no record shows delivered cannot be shown meant to run.
+    code, out = dry_run(log_unread="permission logging.logEntries.list denied")
+    assert code == 0
+    assert out.splitlines()[0] == "dry run, nothing written: would run 1 scheduled time(s)"
+    assert "left alone: 2 job state unknown (no pause history (permission" in out
 
 
 def test_a_backfill_runs_each_time_once_through_the_audit_and_a_repeat_runs_nothing(
@@ -391,7 +434,7 @@ def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, fire
 
 
 def edited_export(project: str, region: str, environment: dict[str, str]):
-    return lambda: {"export": LiveJob("export", False, "*/30 * * * *", "UTC", None)}
+    return lambda since: {"export": LiveJob("export", False, "*/30 * * * *", "UTC")}
 
 
 def test_describe_shows_a_drifted_job_as_the_audit_judges_it(env, seeded):

@@ -1,0 +1,108 @@
+"""When each job was paused and resumed: Cloud Scheduler's Admin Activity audit log.
+
+Every PauseJob and ResumeJob call, from the console, gcloud or the stack's own
+`pulumi up`, writes an Admin Activity audit log entry (Cloud Audit Logs: Admin
+Activity logs are always written and cannot be turned off), with
+`protoPayload.methodName` "google.cloud.scheduler.v1.CloudScheduler.PauseJob" or
+"...ResumeJob", resource type `cloud_scheduler_job` (labels `job_id`,
+`location`) and the entry's `timestamp`. The audit reads them with one filtered
+`entries.list` (Cloud Logging REST v2, `POST /v2/entries:list`), which needs
+`logging.logEntries.list` on the project (Admin Activity entries are not
+private logs: `logging.privateLogEntries.list` is for Data Access ones). The
+stack grants the handler's account a custom role holding only that.
+
+A call that failed (`protoPayload.status.code` set and not 0) changed nothing
+and is left out. Anything that keeps the whole history from being read raises
+`SchedulerUnreadable`: a partial history would show a pause as shorter than it
+was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from runledger.delivery.identify import parse_schedule_time
+from runledger.exceptions import BadRequest, SchedulerUnreadable
+
+LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
+METHOD_PREFIX = "google.cloud.scheduler.v1.CloudScheduler."
+PAUSE_METHOD = METHOD_PREFIX + "PauseJob"
+RESUME_METHOD = METHOD_PREFIX + "ResumeJob"
+PAGE_SIZE = 1000  # the largest page entries.list returns
+_TIMEOUT_S = 10
+_MAX_PAGES = 20
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A PauseJob (`paused` True) or ResumeJob (False) call on a job, at `at`."""
+
+    at: datetime
+    paused: bool
+
+
+def pause_filter(project: str, region: str, since: datetime) -> str:
+    """The Logging query for the location's pauses and resumes since `since`."""
+    when = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return " AND ".join(
+        [
+            f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Factivity"',
+            'resource.type="cloud_scheduler_job"',
+            f'resource.labels.location="{region}"',
+            f'(protoPayload.methodName="{PAUSE_METHOD}" '
+            f'OR protoPayload.methodName="{RESUME_METHOD}")',
+            f'timestamp>="{when}"',
+        ]
+    )
+
+
+def change_of(entry: dict[str, Any]) -> tuple[str, StateChange] | None:
+    """The job id and change one entry records; None for a failed call or a malformed entry."""
+    payload = entry.get("protoPayload") or {}
+    if (payload.get("status") or {}).get("code", 0):
+        return None
+    method = payload.get("methodName")
+    job = ((entry.get("resource") or {}).get("labels") or {}).get("job_id")
+    stamp = entry.get("timestamp")
+    if method not in (PAUSE_METHOD, RESUME_METHOD) or not job or not isinstance(stamp, str):
+        return None
+    try:
+        at = parse_schedule_time(stamp)
+    except BadRequest:
+        return None
+    return str(job), StateChange(at, method == PAUSE_METHOD)
+
+
+def pause_changes(
+    session: Any, project: str, region: str, since: datetime
+) -> dict[str, list[StateChange]]:
+    """Each job's pauses and resumes since `since`, oldest first, through `session`
+    (google-auth's AuthorizedSession); raises SchedulerUnreadable."""
+    body: dict[str, Any] = {
+        "resourceNames": [f"projects/{project}"],
+        "filter": pause_filter(project, region, since),
+        "orderBy": "timestamp asc",
+        "pageSize": PAGE_SIZE,
+    }
+    changes: dict[str, list[StateChange]] = {}
+    for _ in range(_MAX_PAGES):
+        try:
+            answer = session.post(LOGGING_API, json=body, timeout=_TIMEOUT_S)
+        except Exception as exc:  # transport or token refresh: no history
+            raise SchedulerUnreadable(f"entries.list failed: {type(exc).__name__}") from None
+        if answer.status_code == 403:
+            raise SchedulerUnreadable("permission logging.logEntries.list denied")
+        if answer.status_code != 200:
+            raise SchedulerUnreadable(f"entries.list answered HTTP {answer.status_code}")
+        page = answer.json()
+        for entry in page.get("entries", []):
+            found = change_of(entry)
+            if found is not None:
+                changes.setdefault(found[0], []).append(found[1])
+        token = page.get("nextPageToken", "")
+        if not token:
+            return {job: sorted(items, key=lambda c: c.at) for job, items in changes.items()}
+        body["pageToken"] = token
+    raise SchedulerUnreadable(f"entries.list returned more than {_MAX_PAGES} pages")
