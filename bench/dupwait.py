@@ -36,7 +36,7 @@ from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import identify_run
 from runledger.facts import DEFAULT_ATTEMPT_DEADLINE_S
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.machine import Claim
+from runledger.ledger.run import Claim
 from runledger.sdk.registry import load_jobs
 
 DEFAULT_DEADLINE = timedelta(seconds=DEFAULT_ATTEMPT_DEADLINE_S)

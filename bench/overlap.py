@@ -25,7 +25,7 @@ from runledger.config import Settings
 from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.machine import Claim
+from runledger.ledger.run import Claim
 from runledger.sdk.registry import load_jobs
 
 YIELDING = "skip, another run in progress"

@@ -32,16 +32,9 @@ from localrun.demo_plan import run_label
 from localrun.simulator import RunPlan, SimJob, Transport, build_request, next_fire_time
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import Finding
-from runledger.config import LEASE_ENV, Settings
+from runledger.config import Settings
 from runledger.ledger.epochs import record_epochs
-from runledger.schedules import (
-    LOOKBACK_VARIABLE,
-    JobSchedule,
-    audit_job_id,
-    audit_settings,
-    parse_schedules,
-)
-from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
+from runledger.schedules import LOOKBACK_VARIABLE, JobSchedule, audit_job_id, audit_settings
 
 if TYPE_CHECKING:
     from localrun.emulator import FirestoreEmulator
@@ -115,8 +108,9 @@ def settled_by(plans: Sequence[RunPlan], env: Mapping[str, str]) -> datetime:
     time the clocks repeat (a fall-back night) is one run with two instants, so it
     settles from the later one, whichever instant the Scheduler stamped.
     """
-    schedules = {job.id: job for job in parse_schedules(env[SCHEDULES_VARIABLE])}
-    lease = timedelta(seconds=int(env[LEASE_ENV]))
+    settings = Settings.from_env(env)  # read as the handler reads its environment
+    schedules = {job.id: job for job in audit_settings(env, settings).schedules}
+    lease = settings.lease
     return max(
         (
             _expected(schedules[plan.job], plan.schedule_time).settles_at(lease)

@@ -51,7 +51,7 @@ from runledger.config import (
     RETENTION_ENV,
 )
 from runledger.exceptions import ConfigError as JobsModuleError
-from runledger.facts import MIN_ATTEMPT_DEADLINE_S, OVERLAP_ALLOW, RetryPolicy
+from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
 from runledger.schedules import LOOKBACK_VARIABLE, schedule_entry, schedules_json
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 from runledger.sdk.registry import load_jobs
@@ -193,9 +193,9 @@ def schedules_value(
 ) -> str:
     """DEDUP_SCHEDULES for the demo: the stack's jobs, retry windows compressed.
 
-    `overlaps` sets a job's overlap policy for the demo (`localrun.demo_overlap`);
-    every other job runs with `allow`, since compressed time makes consecutive runs of
-    one job overlap where the deployed schedule keeps them an interval apart.
+    Each job keeps the overlap policy the stack gives it, as the deployed handler
+    does; `overlaps` sets a job's policy for the demo's overlapping run on top
+    (`localrun.demo_overlap`).
 
     The handler accepts no attempt deadline under Cloud Scheduler's minimum, and
     no retry window shorter than the deadline, so both are raised to that minimum
@@ -214,7 +214,7 @@ def schedules_value(
             attempt_deadline_s=deadline,
             catch_up=True if catch_up else None,
             catch_up_max_age_s=lookback_s if catch_up else None,
-            overlap=(overlaps or {}).get(job.id, OVERLAP_ALLOW),
+            overlap=(overlaps or {}).get(job.id, job.overlap),
             body=job.body,
         )
         entries.append(entry)

@@ -43,6 +43,20 @@ class ManualRuns(StrEnum):
     REJECT = "reject"
 
 
+# No duration setting means more than this (a century): a larger one would overflow the
+# ledger's date arithmetic instead of being refused here.
+MAX_SETTING_S = 100 * 365 * 86400
+
+
+def positive_seconds(name: str, raw: str) -> timedelta:
+    """A DEDUP_*_SECONDS value: a positive whole number of seconds, at most a century."""
+    if not (raw.isascii() and raw.isdigit()) or not int(raw):
+        raise ConfigError(f"{name}: {raw!r} is not a positive whole number of seconds")
+    if int(raw) > MAX_SETTING_S:
+        raise ConfigError(f"{name}: {raw!r} is more than {MAX_SETTING_S} seconds (a century)")
+    return timedelta(seconds=int(raw))
+
+
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -113,10 +127,7 @@ class Settings:
             return value
 
         def seconds(name: str, default: int) -> timedelta:
-            raw = env.get(name, str(default)).strip()
-            if not raw.isdigit() or int(raw) <= 0:
-                raise ConfigError(f"{name}: {raw!r} is not a positive whole number of seconds")
-            return timedelta(seconds=int(raw))
+            return positive_seconds(name, env.get(name, str(default)).strip())
 
         def wait_cap() -> timedelta | None:
             raw = env.get(DUPLICATE_WAIT_ENV, "").strip()

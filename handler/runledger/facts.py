@@ -322,6 +322,9 @@ TRIGGER_MANUAL = "manual"  # a forced run (DEDUP_MANUAL_RUNS)
 TRIGGER_CATCH_UP = "catch_up"  # the audit's catch-up of a missed or released run
 TRIGGER_BACKFILL = "backfill"  # a backfill request (`python -m runledger.ops backfill`)
 TRIGGERS = (TRIGGER_SCHEDULED, TRIGGER_MANUAL, TRIGGER_CATCH_UP, TRIGGER_BACKFILL)
+# The runs the audit starts itself: one that meets a running holder waits (nothing written)
+# for a later audit, never `skipped` (docs/audit.md, "Overlap").
+AUDIT_TRIGGERS = (TRIGGER_CATCH_UP, TRIGGER_BACKFILL)
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 
 # --- the handler's log lines ----------------------------------------------------------------
@@ -365,4 +368,6 @@ OUTCOME_OVERLAP_DELAYED = "overlap_delayed"
 # (the default), "skip" records it skipped and never runs it, "delay" answers it
 # retryably so Cloud Scheduler's retries bring it back (`runledger.ledger.overlap`).
 OVERLAP_ALLOW = "allow"
-OVERLAP_POLICIES = (OVERLAP_ALLOW, "skip", "delay")
+OVERLAP_SKIP = "skip"
+OVERLAP_DELAY = "delay"
+OVERLAP_POLICIES = (OVERLAP_ALLOW, OVERLAP_SKIP, OVERLAP_DELAY)

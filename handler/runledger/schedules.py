@@ -26,7 +26,13 @@ from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV, Settings
+from runledger.config import (
+    ALLOWED_PROJECTS_ENV,
+    ALLOWED_REGIONS_ENV,
+    MAX_SETTING_S,
+    Settings,
+    positive_seconds,
+)
 from runledger.exceptions import ConfigError
 from runledger.facts import (
     DEFAULT_ATTEMPT_DEADLINE_S,
@@ -114,6 +120,8 @@ def _seconds(where: str, name: str, value: Any, low: float, high: float | None =
     if value < low or (high is not None and value > high):
         bound = f"at least {low:g}" if high is None else f"{low:g} to {high:g}"
         raise ConfigError(f"{where}: {name} {value!r} must be {bound} seconds")
+    if value > MAX_SETTING_S:
+        raise ConfigError(f"{where}: {name} {value!r} must be at most {MAX_SETTING_S} seconds")
     return timedelta(seconds=value)
 
 
@@ -283,11 +291,7 @@ def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
     lookback = min(DEFAULT_LOOKBACK, settings.retention - settings.lease)
     raw = env.get(LOOKBACK_VARIABLE, "").strip()
     if raw:
-        if not raw.isdigit() or int(raw) <= 0:
-            raise ConfigError(
-                f"{LOOKBACK_VARIABLE}: {raw!r} is not a positive whole number of seconds"
-            )
-        lookback = timedelta(seconds=int(raw))
+        lookback = positive_seconds(LOOKBACK_VARIABLE, raw)
         if lookback >= settings.retention:
             raise ConfigError(f"{LOOKBACK_VARIABLE}: must be shorter than DEDUP_RETENTION_SECONDS")
     # A catch-up claim must land while the record it writes is still retained.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.config import Settings
+from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV
 from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
@@ -87,15 +87,20 @@ class JobHarness:
         env: Mapping[str, str] | None = None,
         now: datetime = DEFAULT_SCHEDULE_TIME + timedelta(seconds=1),
     ) -> None:
-        """`env` takes the handler's DEDUP_* settings (lease, retention, ...) as deployed."""
+        """`env` takes the handler's DEDUP_* settings as deployed, DEDUP_SCHEDULES included.
+
+        The app is built as the handler builds itself (`App.from_env`), so a job's
+        overlap policy, time zone and body apply here as in production. Deliveries
+        carry DEDUP_ALLOWED_PROJECTS' and _REGIONS' one value (default: PROJECT, REGION).
+        """
         self._store = store if store is not None else MemoryRunStore()
         self._calls: list[RunContext] = []
         self._calls_lock = threading.Lock()
         self.clock = _Clock(now)
-        self.app = App(
-            Settings.from_env(dict(env or {})),
-            {job_id: self._observed(fn) for job_id, fn in jobs.items()},
-            lambda: self._store,
+        self.app = App.from_env(
+            {ALLOWED_PROJECTS_ENV: PROJECT, ALLOWED_REGIONS_ENV: REGION} | dict(env or {}),
+            jobs={job_id: self._observed(fn) for job_id, fn in jobs.items()},
+            store_factory=lambda: self._store,
             clock=self.clock,
         )
 
@@ -122,11 +127,13 @@ class JobHarness:
     ) -> list[tuple[str, str]]:
         """What Cloud Scheduler sends for `job` at `schedule_time`, as the program configures it."""
         settings = self.app.settings
+        project = min(settings.allowed_projects, default=PROJECT)
+        region = min(settings.allowed_regions, default=REGION)
         return scheduler_headers(
             job,
             schedule_time,
-            PROJECT,
-            REGION,
+            project,
+            region,
             project_header=settings.project_header,
             region_header=settings.region_header,
         )

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 from runledger.exceptions import StoreUnavailable
 from runledger.ledger.lease import LeaseKeeper, RenewalScheduler
-from runledger.ledger.machine import Ledger, RunIdentity
+from runledger.ledger.machine import Ledger
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
+from runledger.ledger.run import RunIdentity
 from tests.handler.support import T0, DrivenRenewals, FakeClock, make_ledger
 
 LEASE = timedelta(seconds=0.3)

@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from runledger.exceptions import LeaseLost
-from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Duplicate, RunIdentity
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
+from runledger.ledger.run import Claim, Duplicate, RunIdentity
 from tests.handler.support import LEASE, T0, make_ledger
 
 RUN = RunIdentity(

@@ -22,7 +22,8 @@ from runledger.audit.report import log_report
 from runledger.audit.runner import Audit
 from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
-from runledger.ledger.firestore_store import FirestoreRunStore
+from runledger.exceptions import StoreUnavailable
+from runledger.ledger.firestore_store import AUDIT_COLLECTION, FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from runledger.ops.cli import EXIT_OK, main
@@ -78,6 +79,7 @@ def app_with(
     policy: str,
     job: Callable,
     clock: Callable[[], datetime] | None = None,
+    renewals: DrivenRenewals | None = None,
 ) -> App:
     return App(
         settings(),
@@ -85,7 +87,7 @@ def app_with(
         lambda: store,
         clock=clock or FakeClock(NOW),
         new_attempt_id=sequential_ids(),
-        renewals=DrivenRenewals(),
+        renewals=renewals or DrivenRenewals(),
         overlaps={JOB: policy},
     )
 
@@ -371,3 +373,55 @@ def test_describe_counts_a_skip_and_a_backfill_leaves_it_alone(firestore_store):
     code, out, _ = ops("backfill", *window, "--dry-run")
     assert "left alone: 1 skipped (overlap: skip)" in out
     assert "left alone: 1 completed" in out
+
+
+def test_deleting_the_audit_documents_never_fences_out_the_running_holder(
+    firestore_db, firestore_store
+):
+    """The slot is the audit's document (runledger_audit): gone, it reads free, and the
+    holder's next fenced write puts it back in the same commit instead of failing."""
+    clock, renewals, job = FakeClock(NOW), DrivenRenewals(), HeldJob()
+    app = app_with(firestore_store, "skip", job, clock, renewals)
+    thread, answers = hold_first(app, job)
+    firestore_db.recursive_delete(firestore_db.collection(AUDIT_COLLECTION))
+    clock.advance(seconds=10)
+    assert renewals.run_due() == 1
+    assert app.ledger.read(key(FIRST)).lease_expires == clock() + app.ledger.claim_lease
+    # The renewal re-created the slot: the holder still counts as running.
+    second = deliver(app, scheduler_headers(JOB, SECOND))
+    assert (second.status, second.outcome) == (200, "overlap_skipped")
+    job.release()
+    thread.join(30)
+    assert (answers["first"].status, answers["first"].outcome) == (200, "completed")
+    assert app.ledger.read(key(FIRST)).status is Status.COMPLETED
+    assert job.ran == [T0.isoformat()]
+
+
+class LostClaimAnswer(FirestoreRunStore):
+    """The first slotted claim commits, then its answer is lost (a dropped connection)."""
+
+    lost = False
+
+    def claim_slotted(self, *request):
+        version = super().claim_slotted(*request)
+        if not self.lost:
+            self.lost = True
+            raise StoreUnavailable("Firestore unavailable: DeadlineExceeded")
+        return version
+
+
+def test_a_claim_given_up_after_its_answer_was_lost_frees_the_jobs_slot(firestore_db):
+    clock, job = FakeClock(NOW), HeldJob()
+    job.release()
+    app = app_with(LostClaimAnswer(firestore_db, "scheduler_runs"), "skip", job, clock)
+    first = deliver(app, scheduler_headers(JOB, FIRST))
+    assert (first.status, first.outcome) == (503, "store_unavailable")
+    assert "was given up" in first.message
+    clock.advance(seconds=MAX_CLOCK_SKEW.total_seconds() + 1)
+    # Nothing runs: the job's next time runs rather than being skipped for a ghost.
+    second = deliver(app, scheduler_headers(JOB, SECOND))
+    assert (second.status, second.outcome) == (200, "completed")
+    clock.advance(seconds=MAX_CLOCK_SKEW.total_seconds() + 1)  # past the ended lease's margin
+    retry = deliver(app, scheduler_headers(JOB, FIRST))
+    assert (retry.status, retry.outcome) == (200, "completed")
+    assert sorted(job.ran) == [T0.isoformat(), (T0 + timedelta(minutes=5)).isoformat()]

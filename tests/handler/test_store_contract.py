@@ -13,6 +13,7 @@ import pytest
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.epochs import AuditEpoch
+from runledger.ledger.overlap import OverlapStore, Slot
 from runledger.ledger.record import Status
 from runledger.ledger.watermarks import JobMark, OpenRun, Sighting, StoredShard
 from tests.handler.support import T0
@@ -146,3 +147,44 @@ def test_a_shard_is_replaced_whole_and_only_at_the_version_read(store):
 def test_shards_are_neither_runs_nor_epochs(store):
     store.create_shard("k1", StoredShard({"etl": MARK}, None))
     assert (store.get("k1"), store.get_many(["k1"]), store.get_epochs(["k1"])) == (None, {}, {})
+
+
+# -- the overlap slots (runledger.ledger.overlap.OverlapStore), on every store that keeps them --
+
+
+def slot_store(store):
+    if not isinstance(store, OverlapStore):
+        pytest.skip(f"{type(store).__name__} keeps no overlap slots")
+    return store
+
+
+def test_a_slotted_claim_writes_the_run_and_its_slot_in_one_commit(store):
+    slots = slot_store(store)
+    slots.claim_slotted("k1", record(), None, "slot", None, None)
+    assert slots.get("k1").record == record()
+    assert slots.get_slot("slot").slot == Slot("k1", record())
+    with pytest.raises(VersionConflict):  # the slot exists now: a create of it is refused
+        slots.claim_slotted("k2", record("other"), None, "slot", None, None)
+    assert slots.get("k2") is None
+
+
+def test_a_slotted_update_writes_the_slot_whole_even_when_it_is_gone(store):
+    """A missing slot (the audit's documents deleted) never fences out the run's own write."""
+    slots = slot_store(store)
+    version = slots.create("k1", record())  # a run whose slot is gone
+    renewed = record(lease_expires=T0 + timedelta(hours=1))
+    slots.update_slotted("k1", {"lease_expires": renewed.lease_expires}, version, "slot",
+                         Slot("k1", renewed))  # fmt: skip
+    assert slots.get("k1").record == renewed
+    assert slots.get_slot("slot").slot == Slot("k1", renewed)
+
+
+def test_a_slotted_update_at_a_stale_version_writes_neither(store):
+    slots = slot_store(store)
+    stale = slots.claim_slotted("k1", record(), None, "slot", None, None)
+    slots.update("k1", {"attempts": 2}, stale)
+    ended = record(status=Status.COMPLETED)
+    with pytest.raises(VersionConflict):
+        slots.update_slotted("k1", {"status": "completed"}, stale, "slot", Slot("k1", ended))
+    assert slots.get("k1").record.status is Status.IN_PROGRESS
+    assert slots.get_slot("slot").slot == Slot("k1", record())

@@ -7,7 +7,10 @@ failed terminally, it never runs again.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import concurrent.futures
+import json
+import threading
+from datetime import UTC, datetime, timedelta
 
 from runledger import Jobs, RunContext, TerminalJobError
 from runledger.ledger.record import Status
@@ -89,3 +92,54 @@ def test_unknown_job_is_refused_before_the_ledger(store):
     harness = JobHarness(_staged_jobs([], []), store=store)
     refused = harness.deliver("not-registered")
     assert (refused.status, refused.ran, refused.record) == (404, False, None)
+
+
+def _scheduled(**entry: object) -> dict[str, str]:
+    """The env of a stack whose one job `report` runs hourly, with `entry`'s keys on top."""
+    base = {"id": "report", "schedule": "30 * * * *", "timeZone": "UTC"}
+    return {"DEDUP_SCHEDULES": json.dumps([base | {"retryWindowSeconds": 200} | entry])}
+
+
+def test_the_harness_applies_the_jobs_overlap_policy_from_dedup_schedules(firestore_store):
+    """As the handler does: the next time of a `skip` job is skipped while a run works."""
+    inside, release = threading.Event(), threading.Event()
+    jobs = Jobs()
+
+    @jobs.job("report")
+    def report(ctx: RunContext) -> None:
+        if ctx.schedule_time == DEFAULT_SCHEDULE_TIME:
+            inside.set()
+            assert release.wait(30), "the test never released the held run"
+
+    later = DEFAULT_SCHEDULE_TIME + timedelta(hours=1)
+    harness = JobHarness(
+        jobs,
+        store=firestore_store,
+        env=_scheduled(overlap="skip"),
+        now=later + timedelta(seconds=1),
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(harness.deliver, "report")
+        assert inside.wait(30)
+        second = harness.deliver("report", schedule_time=later)
+        release.set()
+        assert first.result(30).outcome == "completed"
+    assert (second.status, second.outcome, second.ran) == (200, "overlap_skipped", False)
+    assert second.record.status is Status.SKIPPED
+
+
+def test_the_harness_keys_a_repeated_wall_time_in_the_jobs_zone_as_one_run(store):
+    """02:30 in Berlin happens twice on 25 October 2026 (CEST, then CET): one run, as deployed."""
+    jobs = Jobs()
+    jobs.job("report")(lambda ctx: None)
+    first_instant = datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # 02:30 CEST
+    harness = JobHarness(
+        jobs,
+        store=store,
+        env=_scheduled(schedule="30 2 * * *", timeZone="Europe/Berlin"),
+        now=first_instant + timedelta(hours=1, minutes=1),
+    )
+    first = harness.deliver("report", schedule_time=first_instant)
+    again = harness.deliver("report", schedule_time=first_instant + timedelta(hours=1))  # CET
+    assert (first.outcome, again.outcome) == ("completed", "duplicate_completed")
+    assert harness.executions("report") == 1

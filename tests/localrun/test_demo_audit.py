@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -113,3 +114,20 @@ def test_with_catch_up_a_finding_the_audit_did_not_finish_is_a_problem() -> None
     assert check_findings(EXPECTED, findings, catch_up=True) == [
         f"{RELEASED}: catch-up answered failed_retryable"
     ]
+
+
+def test_the_demos_handler_keeps_each_jobs_overlap_policy_from_the_stack() -> None:
+    """The demo models the deployed handler: a stack's `overlap: delay` job is a delay job."""
+    config = demo_stack()
+    first = config.jobs[0]
+    config = replace(config, jobs=(replace(first, overlap="delay"), *config.jobs[1:]))
+    speedup = speedups(config)
+    jobs = sim_jobs(config, speedup)
+    files = DemoFiles(Path("plan"), Path("events"), Path("outage"))
+    plans = [RunPlan(job.id, NOW - timedelta(days=12), False, None, ()) for job in jobs]
+    env = handler_env(
+        config, speedup, plans, NOW, files, audit_since=replayed_since(jobs, NOW, 8), catch_up=False
+    ).env
+    overlaps = {s.id: s.overlap for s in audit_settings(env, Settings.from_env(env)).schedules}
+    assert overlaps[first.id] == "delay"
+    assert set(overlaps.values()) == {"delay", "allow"}

@@ -41,7 +41,7 @@ from hypothesis.stateful import (
 )
 
 from localrun.emulator import FirestoreEmulator
-from runledger.delivery import app as app_module
+from runledger.delivery import pipeline as pipeline_module
 from runledger.delivery.app import App, Response
 from runledger.exceptions import TerminalJobError
 from runledger.ledger.firestore_store import FirestoreRunStore
@@ -327,7 +327,7 @@ def _key_of(app: App, headers: list[tuple[str, str]]) -> str:
 
 @contextlib.contextmanager
 def _tracked_keepers() -> Iterator[None]:
-    with mock.patch.object(app_module, "LeaseKeeper", TrackingKeeper):
+    with mock.patch.object(pipeline_module, "LeaseKeeper", TrackingKeeper):
         yield
 
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from zoneinfo import ZoneInfo
 
+from runledger.facts import OVERLAP_DELAY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from runledger.ledger.overlap import DELAY
 from runledger.schedules import JobSchedule
 
 # Reads one audit may make. At one read per expected run this is, e.g., 100
@@ -56,7 +56,7 @@ class ExpectedRun:
         there is judged then, not a whole retry window later (docs/work.md).
         """
         end = self.instants[-1] + self.job.retry_window
-        if self.job.overlap != DELAY:
+        if self.job.overlap != OVERLAP_DELAY:
             return end
         following = schedule_instants(self.job.schedule, self.job.zone, self.instants[-1], end)
         return min(end, following[0][0]) if following else end

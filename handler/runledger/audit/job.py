@@ -22,7 +22,8 @@ from runledger.audit.scheduler_state import Lister
 from runledger.backfill.queue import BackfillDocs
 from runledger.backfill.runs import Runner, run_pending
 from runledger.facts import TRIGGER_CATCH_UP
-from runledger.ledger.machine import Ledger, RunIdentity
+from runledger.ledger.machine import Ledger
+from runledger.ledger.run import RunIdentity
 from runledger.schedules import AuditSettings
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn

@@ -74,9 +74,9 @@ from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unre
 from runledger.audit.walk import Walk, expired_count, listed_once
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
-from runledger.ledger.machine import RunIdentity
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import RunIdentity
 from runledger.ledger.watermarks import (
     MAX_OPEN_PER_JOB,
     JobMark,
@@ -306,9 +306,9 @@ class Audit:
                 when = present[0][0] if present else run.schedule_time
                 record = present[0][1] if present else None
                 if finding.value == before:  # reported by an earlier audit: shown, not logged
-                    identity = self.identity(job.id, when)
-                    item = AuditFinding(job.id, when, finding, identity.key, record)
-                    still_open.setdefault(job.id, []).append(item)
+                    # Still missed: its catch-up recorded nothing (a running run, the store).
+                    again = self._finding(job, when, finding, record, now, (Finding.MISSED,))
+                    still_open.setdefault(job.id, []).append(again)
                 else:
                     item = self._finding(job, when, finding, record, now)
                     reported.setdefault(job.id, []).append(item)
@@ -357,6 +357,7 @@ class Audit:
         finding: Finding,
         record: RunRecord | None,
         now: datetime,
+        caught: tuple[Finding, ...] = _CAUGHT_UP,  # the findings caught up (if the job opts in)
     ) -> AuditFinding:
         identity = self.identity(job.id, schedule_time)
         line = self._lines.get(job.id)
@@ -372,7 +373,7 @@ class Audit:
         if (
             self._catch_up is not None
             and job.catch_up
-            and finding in _CAUGHT_UP
+            and finding in caught
             and now - schedule_time <= job.catch_up_max_age
         ):
             catch_up = self._catch_up(identity)

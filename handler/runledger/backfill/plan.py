@@ -39,6 +39,9 @@ class PlannedRun:
     job: str
     schedule_time: datetime
     action: str
+    # rerun_failed: the failed attempt the plan saw; the audit reruns the time only while
+    # its record is still that attempt's (`backfill.runs`), so no clock decides it.
+    failed_attempt: str | None = None
 
     def to_json(self) -> dict[str, str]:
         when = rfc3339(self.schedule_time)
@@ -94,9 +97,9 @@ def plan(
         if reason is not None:
             left[reason] = left.get(reason, 0) + 1
             continue
-        failed = any(record.status is Status.FAILED for record in present)
+        failed = [record.attempt_id for record in present if record.status is Status.FAILED]
         action = ACTION_RERUN_FAILED if failed else ACTION_RUN
-        runs.append(PlannedRun(job.id, run.schedule_time, action))
+        runs.append(PlannedRun(job.id, run.schedule_time, action, failed[0] if failed else None))
     return Plan(runs, left)
 
 

@@ -90,6 +90,7 @@ def request_document(
         "include_failed": include_failed,
         "times": [run.schedule_time for run in runs],
         "actions": [run.action for run in runs],
+        "failed_attempts": [run.failed_attempt for run in runs],
         "requested_at": now,
         "requested_by": requested_by,
         "status": PENDING,

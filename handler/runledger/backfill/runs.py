@@ -4,12 +4,16 @@ The audit job (`runledger.audit.job`) takes each pending request in order and
 runs its times through the handler's claim with trigger `backfill`: the same
 claim as a delivery, so a late Scheduler retry racing it still gives one
 execution, and a time completed since the plan is a duplicate, not a second
-run. A failed run is released first, fenced by the version read, and only if it
-failed before the request was made: a run the backfill itself reran and that
-failed again is not rerun by a later audit. After each time the request's
+run. A failed run is released first, fenced by the version read, and only while
+its record is still the failed attempt the request saw (`failed_attempts`): a
+run the backfill itself reran and that failed again is another attempt, and is
+not rerun by a later audit. No clock takes part, so the operator's laptop and
+the handler may disagree on the time. After each time the request's
 position moves on (fenced), so an audit that stops half-way leaves the rest to
 the next one and never repeats a time; at the end the request is marked done
-and leaves the queue.
+and leaves the queue. A time not run yet (`NOT_YET_OUTCOMES`: the ledger
+unreachable, or another run of a `skip`/`delay` job in progress) keeps the
+position where it is: the next audit tries that time again.
 """
 
 from __future__ import annotations
@@ -34,13 +38,21 @@ from runledger.backfill.queue import (
 from runledger.delivery.log import log_line
 from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.facts import LEDGER_UNAVAILABLE_OUTCOMES, TRIGGER_BACKFILL
-from runledger.ledger.machine import Ledger, ReleaseRefused, RunIdentity
+from runledger.ledger.machine import Ledger, ReleaseRefused
 from runledger.ledger.record import Status
+from runledger.ledger.run import RunIdentity
 
 # Outcomes of the handler's claim-and-run in which the job ran (the rest are
 # duplicates or store errors).
 RAN_OUTCOMES = frozenset(
     {"completed", facts.OUTCOME_FAILED_TERMINAL, "failed_retryable", "lease_lost"}
+)
+# Outcomes in which the time was not run yet and nothing was recorded for it: the ledger
+# could not be reached, or another run of its job was in progress (a backfill run of a
+# `skip` or `delay` job waits, never `skipped`: the operator asked for it). The
+# request keeps its position, and the next audit tries the time again.
+NOT_YET_OUTCOMES = frozenset(
+    {*LEDGER_UNAVAILABLE_OUTCOMES, facts.OUTCOME_OVERLAP_DELAYED, facts.OUTCOME_OVERLAP_SKIPPED}
 )
 # A backfill run's line is a warning or an error where someone should look.
 _SEVERITY = {
@@ -119,14 +131,16 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
     job, times, actions = data["job"], data["times"], data["actions"]
     outcomes: dict[str, int] = dict(data.get("outcomes", {}))
     position = int(data.get("next", 0))
+    failed_attempts = data.get("failed_attempts") or [None] * len(times)
     for index in range(position, len(times)):
         runner.ensure_lease()  # an audit that lost its run stops backfilling
         when = times[index].astimezone(UTC)
-        outcome = _run_time(runner, job, when, actions[index], data["requested_at"])
+        outcome = _run_time(runner, job, when, actions[index], failed_attempts[index])
         tally.count(outcome)
-        if outcome in LEDGER_UNAVAILABLE_OUTCOMES:
+        if outcome in NOT_YET_OUTCOMES:
             # Not run: the position stays, so the next audit tries this time again.
-            tally.error = f"{outcome} at {rfc3339(when)} of request {key}"
+            if outcome in LEDGER_UNAVAILABLE_OUTCOMES:
+                tally.error = f"{outcome} at {rfc3339(when)} of request {key}"
             return False
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         try:
@@ -150,7 +164,9 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
     return True
 
 
-def _run_time(runner: Runner, job: str, when: datetime, action: str, requested_at: Any) -> str:
+def _run_time(
+    runner: Runner, job: str, when: datetime, action: str, failed_attempt: str | None
+) -> str:
     """Run one time of a request through the claim; the outcome, logged with trigger backfill."""
     run = runner.identity(job, when)
     ledger = runner.ledger
@@ -160,7 +176,7 @@ def _run_time(runner: Runner, job: str, when: datetime, action: str, requested_a
         outcome = "past_retention"  # its record would expire before the run could finish
     else:
         if action == ACTION_RERUN_FAILED:
-            _release_if_failed_before(ledger, run.key, requested_at)
+            _release_if_still_failed(ledger, run.key, failed_attempt)
         outcome = runner.run(run, TRIGGER_BACKFILL)
     log_line(
         _SEVERITY.get(outcome, "INFO"),
@@ -174,14 +190,16 @@ def _run_time(runner: Runner, job: str, when: datetime, action: str, requested_a
     return outcome
 
 
-def _release_if_failed_before(ledger: Ledger, key: str, requested_at: datetime) -> None:
-    """Give a failed run back, fenced, if it failed before the request (not by this backfill)."""
+def _release_if_still_failed(ledger: Ledger, key: str, failed_attempt: str | None) -> None:
+    """Give a failed run back, fenced, if it is still the failure the request saw."""
     seen = ledger.read_versioned(key)
     if seen is None or seen.record.status is not Status.FAILED:
         return
-    finished = seen.record.finished_at or seen.record.claimed_at
-    if finished >= requested_at:
-        return
+    if failed_attempt is None:  # a request recorded before `failed_attempts` existed
+        if seen.record.trigger == TRIGGER_BACKFILL:
+            return
+    elif seen.record.attempt_id != failed_attempt:
+        return  # failed again since the request (this backfill's own rerun): left alone
     # Changed or expired since read: the claim that follows sees what it is now.
     with contextlib.suppress(ReleaseRefused):
         ledger.release_failed(key, seen, "backfill", [])

@@ -24,27 +24,16 @@ from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
 from runledger.delivery.invoker import check_invoker
 from runledger.delivery.log import log_line
-from runledger.delivery.responses import (
-    Response,
-    duplicate_response,
-    error_text,
-    store_response,
-    waited_response,
-)
-from runledger.exceptions import (
-    BadRequest,
-    LeaseLost,
-    StoreUnavailable,
-    TerminalJobError,
-)
-from runledger.ledger.lease import LeaseKeeper, Renewals, RenewalScheduler
-from runledger.ledger.machine import Claim, Duplicate, Ledger, RunIdentity, may_take_over
-from runledger.ledger.overlap import OverlapLedger, Yielded, yielded_answer
-from runledger.ledger.record import RunRecord, Status
+from runledger.delivery.pipeline import RunPipeline, Trigger
+from runledger.delivery.responses import Response, store_response
+from runledger.exceptions import BadRequest, StoreUnavailable
+from runledger.facts import OVERLAP_ALLOW
+from runledger.ledger.lease import Renewals, RenewalScheduler
+from runledger.ledger.machine import Ledger
+from runledger.ledger.overlap import SlotCommits
+from runledger.ledger.run import RunIdentity
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
-from runledger.sdk.context import RunContext
-from runledger.sdk.joblog import run_fields
 from runledger.sdk.registry import JobFn, load_jobs
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -97,7 +86,12 @@ class App:
         self._clock = clock
         self._new_attempt_id = new_attempt_id
         # Every run of this App renews its lease on the same few threads.
-        self._renewals = RenewalScheduler() if renewals is None else renewals
+        self._pipeline = RunPipeline(
+            lambda: self.ledger,
+            lambda: self.jobs,
+            clock,
+            RenewalScheduler() if renewals is None else renewals,
+        )
         self._ledger: Ledger | None = None
         self._ledger_lock = threading.Lock()
         # None: an in-progress duplicate is answered 409 at once.
@@ -118,15 +112,29 @@ class App:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str], clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        cls,
+        env: Mapping[str, str],
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        *,
+        jobs: Mapping[str, JobFn] | None = None,
+        store_factory: Callable[[], RunStore] | None = None,
+        renewals: Renewals | None = None,
     ) -> App:
         """Validate every setting now; connect to Firestore only on the first delivery.
 
-        `clock` is the deployed handler's real time; only the local demo shifts it
-        (`localrun.clocked_handler`).
+        The one way to build the handler from DEDUP_*: the deployed handler calls it
+        with the environment alone; every model of it (`runledger.testing.JobHarness`,
+        tests) passes its own `jobs` (None: DEDUP_JOBS_MODULE's), store and clock, so
+        overlap policies, time zones, bodies and the duplicate wait come from the same
+        DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
+        asked and no backfill queue is read: both live in the cloud. `clock` is the
+        deployed handler's real time; the local demo shifts it (`localrun.clocked_handler`).
         """
         settings = Settings.from_env(env)
-        jobs = load_jobs(settings.jobs_module)
+        served = load_jobs(settings.jobs_module) if jobs is None else jobs
+        audit = audit_settings(env, settings)
+        check_jobs(audit, served, settings.jobs_module)
+        cloud = store_factory is None
 
         def firestore_store() -> RunStore:
             from google.cloud import firestore
@@ -136,28 +144,29 @@ class App:
             client = firestore.Client(database=settings.database)
             return FirestoreRunStore(client, settings.collection)
 
-        audit = audit_settings(env, settings)
-        check_jobs(audit, jobs, settings.jobs_module)
         return cls(
             settings,
-            jobs,
-            firestore_store,
+            served,
+            firestore_store if store_factory is None else store_factory,
             clock=clock,
+            renewals=renewals,
             duplicate_wait=configured_wait(settings, audit),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
             overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
             audit=audit,
-            live=scheduler_lister(audit.project, audit.region, env),
-            backfills=firestore_backfills(settings) if audit.schedules else None,
+            live=scheduler_lister(audit.project, audit.region, env) if cloud else None,
+            backfills=firestore_backfills(settings) if cloud and audit.schedules else None,
         )
 
     @property
     def ledger(self) -> Ledger:
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = OverlapLedger(
-                    self._store_factory(),
-                    policies=self.overlaps,
+                store = self._store_factory()
+                overlapping = any(policy != OVERLAP_ALLOW for policy in self.overlaps.values())
+                self._ledger = Ledger(
+                    store,
+                    commits=SlotCommits(store, self.overlaps) if overlapping else None,
                     lease=self.settings.lease,
                     retention=self.settings.retention,
                     clock=self._clock,
@@ -205,101 +214,29 @@ class App:
             return Response(exc.status, "rejected", exc.reason)
         try:
             run = self._joined(delivery, fields)
-            fields.update(
-                run_key=run.key,
-                job=run.job,
-                schedule_time=run.schedule_time.isoformat(),
-                manual=run.manual,
-                trigger=run.trigger,
-            )
-            result = self.ledger.claim(run)
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable before claim")
-        if isinstance(result, Yielded):
-            return Response(*yielded_answer(result, fields))
-        if isinstance(result, Duplicate):
-            fields["attempt_id"] = result.record.attempt_id
-            return self._answer_duplicate(run, result, body, time.monotonic() - started, fields)
-        fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
-        return self._execute(run, result, body, fields)
-
-    def _answer_duplicate(
-        self,
-        run: RunIdentity,
-        duplicate: Duplicate,
-        body: bytes,
-        spent_s: float,
-        fields: dict[str, object],
-    ) -> Response:
-        """Answer a duplicate; one that meets a live lease first waits for the holder's outcome.
-
-        The wait goes to the request's log line (seconds, reads): each waiting
-        duplicate takes one of an instance's concurrent requests that long. A
-        wait that sees the holder's lease run out (the holder died) claims the
-        run itself and answers for its own execution.
-        """
-        wait = self._duplicate_wait
-        if wait is None or duplicate.status is not Status.IN_PROGRESS:
-            return duplicate_response(duplicate)
-        try:
-            waited = wait.wait(
-                run.job, spent_s, duplicate.record, lambda: self.ledger.read(run.key), self._clock
-            )
-        except StoreUnavailable as exc:
-            return store_response(exc, "ledger unavailable while waiting for the holder")
-        fields.update(waited_s=round(waited.waited_s, 3), wait_polls=waited.polls)
-        record = waited.record
-        if record is None or (
-            record.status is Status.IN_PROGRESS and may_take_over(record, self._clock())
-        ):
-            return self._take_over(run, record, body, fields)
-        return waited_response(record)
-
-    def _take_over(
-        self,
-        run: RunIdentity,
-        seen: RunRecord | None,
-        body: bytes,
-        fields: dict[str, object],
-    ) -> Response:
-        """Claim a run whose holder's lease ran out during the wait, as any delivery claims.
-
-        The same fenced claim as a first delivery's: if another delivery took the
-        run first, this one is its duplicate. The log line names the attempt taken over.
-        """
-        if seen is not None:
-            fields["took_over_from"] = seen.attempt_id
-        try:
-            result = self.ledger.claim(run)
-        except StoreUnavailable as exc:
-            return store_response(exc, "ledger unavailable taking over from a dead holder")
-        if isinstance(result, Yielded):
-            return Response(*yielded_answer(result, fields))
-        if isinstance(result, Duplicate):
-            fields["attempt_id"] = result.record.attempt_id
-            return duplicate_response(result)
-        fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
-        return self._execute(run, result, body, fields)
+        fields.update(
+            run_key=run.key,
+            job=run.job,
+            schedule_time=run.schedule_time.isoformat(),
+            manual=run.manual,
+            trigger=run.trigger,
+        )
+        return self._pipeline.run(run, Trigger(body, self._duplicate_wait, started), fields)
 
     def catch_up(self, run: RunIdentity, trigger: str = facts.TRIGGER_CATCH_UP) -> Response:
-        """Run a scheduled run the audit found missed or released, claimed as a delivery is.
+        """Run a scheduled run the audit found missed or released, through the one pipeline.
 
         A late Scheduler retry of the same run races this on the one claim, so
         exactly one of them runs the job. The job gets the body its Scheduler job
-        sends, as DEDUP_SCHEDULES says (none: empty). `trigger`
-        says who asked (the catch-up, or a backfill request: `runledger.backfill.runs`).
+        sends, as DEDUP_SCHEDULES says (none: empty). `trigger` says who asked
+        (the catch-up, or a backfill request: `runledger.backfill.runs`); such a
+        run never waits for a duplicate, and one that meets a running holder of
+        its job stays pending for a later audit (`overlap_delayed`, nothing written).
         """
         run = replace(run, trigger=trigger)
-        fields: dict[str, object] = {}
-        try:
-            result = self.ledger.claim(run)
-        except StoreUnavailable as exc:
-            return store_response(exc, "ledger unavailable before claim")
-        if isinstance(result, Yielded):
-            return Response(*yielded_answer(result, fields))
-        if isinstance(result, Duplicate):
-            return duplicate_response(result)
-        return self._execute(run, result, self.bodies.get(run.job, b""), fields)
+        return self._pipeline.run(run, Trigger(self.bodies.get(run.job, b"")), {})
 
     def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
         """The run an unstamped forced run's copy belongs to: the earlier window's, if it began.
@@ -316,58 +253,3 @@ class App:
         if found is not None and not found.is_expired(self._clock()):
             return delivery.earlier
         return delivery.run
-
-    def _execute(
-        self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]
-    ) -> Response:
-        def on_lost(reason: str) -> None:
-            log_line(
-                "WARNING",
-                "lease lost while the job runs",
-                run_key=run.key,
-                trigger=run.trigger,
-                reason=reason,
-            )
-
-        keeper = LeaseKeeper(self.ledger, claim, on_lost, self._renewals)
-        context = RunContext.for_attempt(run, keeper, body)
-        keeper.start()
-        try:
-            with run_fields(context):
-                self.jobs[run.job](context)
-        except LeaseLost as exc:
-            keeper.stop()
-            fields["error"] = str(exc)
-            return Response(409, "lease_lost", "another attempt took over this run")
-        except TerminalJobError as exc:
-            return self._finish(keeper, Status.FAILED, error_text(exc), fields)
-        except Exception as exc:
-            return self._finish(keeper, Status.RELEASED, error_text(exc), fields)
-        return self._finish(keeper, Status.COMPLETED, None, fields)
-
-    def _finish(
-        self,
-        keeper: LeaseKeeper,
-        status: Status,
-        error: str | None,
-        fields: dict[str, object],
-    ) -> Response:
-        claim = keeper.stop()
-        fields["error"] = error
-        try:
-            if status is Status.COMPLETED:
-                self.ledger.complete(claim)
-                return Response(200, "completed", "run completed")
-            if status is Status.FAILED:
-                self.ledger.fail(claim, error or "")
-                return Response(
-                    422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
-                )
-            self.ledger.release(claim, error or "")
-            return Response(500, "failed_retryable", "run failed; released for a retry")
-        except LeaseLost:
-            return Response(
-                409, "lease_lost", "another attempt took over this run; result not recorded"
-            )
-        except StoreUnavailable as exc:
-            return store_response(exc, "could not record the outcome")

@@ -22,7 +22,7 @@ concurrency and `maxInstances` is reached ("About container instance
 autoscaling"), which the plan's capacity numbers keep clear of.
 
 A wait that sees the holder's lease run out ends there, and the duplicate
-claims the run itself (`runledger.delivery.app`).
+claims the run itself (`runledger.delivery.pipeline`).
 
 The core is pure: the clocks, the sleep and the record reader are injected,
 so tests drive it without sleeping.

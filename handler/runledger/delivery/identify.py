@@ -27,7 +27,7 @@ from runledger.facts import (
     TRIGGER_MANUAL,
     TRIGGER_SCHEDULED,
 )
-from runledger.ledger.machine import RunIdentity
+from runledger.ledger.run import RunIdentity
 
 # Scheduled deliveries never arrive before their schedule time; one stamped
 # further ahead than this is a forced run carrying the next scheduled time.

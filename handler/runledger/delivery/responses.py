@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
-from runledger.ledger.machine import Duplicate
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import Duplicate
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ def waited_response(record: RunRecord) -> Response:
     already in that state. A retryable failure answers 500, as the holder did,
     so Scheduler retries and its next delivery claims the released run. Still
     held when the wait ran out: 409 as without a wait. (A record that is gone or
-    whose lease ran out is claimed by the waiting delivery instead: `App._take_over`.)
+    whose lease ran out is claimed by the waiting delivery instead, through the same
+    pipeline: `delivery.pipeline`.)
     """
     holder = f"attempt {record.attempt_id}"
     if record.status is Status.COMPLETED:

@@ -59,12 +59,17 @@ def slotted_batch(
     client: firestore.Client,
     runs: firestore.CollectionReference,
     slots: firestore.CollectionReference,
-    request: tuple[str, Mapping[str, Any], Any, str],
+    request: tuple[str, Mapping[str, Any], Any, str, Slot],
 ) -> firestore.WriteBatch:
-    """The batch of `OverlapStore.update_slotted(*request)`."""
-    run_key, changes, version, key = request
+    """The batch of `OverlapStore.update_slotted(*request)`.
+
+    The slot is set, not updated: set() needs no existing document, so a slot
+    deleted since (with the rest of the audit's documents) comes back whole in
+    the holder's own commit instead of failing it.
+    """
+    run_key, changes, version, key, slot = request
     batch = client.batch()
     option = client.write_option(last_update_time=version)
     batch.update(runs.document(run_key), dict(changes), option=option)
-    batch.update(slots.document(key), dict(changes))
+    batch.set(slots.document(key), slot.to_document())
     return batch

@@ -25,7 +25,7 @@ from runledger.exceptions import (
 from runledger.facts import WORK_COLLECTION
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
 from runledger.ledger.firestore_overlap import claim_batch, slotted_batch, stored_slot
-from runledger.ledger.overlap import OVERLAP_COLLECTION, StoredSlot
+from runledger.ledger.overlap import OVERLAP_COLLECTION, Slot, StoredSlot
 from runledger.ledger.record import RunRecord, Versioned
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem
@@ -267,9 +267,9 @@ class FirestoreRunStore:
         )
 
     def update_slotted(
-        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str
+        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str, slot: Slot
     ) -> Any:
-        request = (run_key, changes, version, key)
+        request = (run_key, changes, version, key, slot)
         return self._commit_slotted(
             slotted_batch(self._client, self._collection, self._slots, request), run_key
         )

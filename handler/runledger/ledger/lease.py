@@ -24,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from runledger.exceptions import LeaseLost, StoreUnavailable
-from runledger.ledger.machine import Claim, Ledger
+from runledger.ledger.machine import Ledger
+from runledger.ledger.run import Claim
 
 R = TypeVar("R")
 # Renewals that may be in flight at once; more wait their turn for a worker.

@@ -5,25 +5,39 @@
     in_progress --fail------> failed         (final)
     in_progress --release---> released       (a retry may claim at once)
     failed --operator release--> released    (`python -m runledger.ops release`)
+    absent | free --claim, another run of a `skip` job live--> skipped (final)
 
 A claim is one atomic `create`; taking over an existing record is a
 compare-and-set on the version that was read. Every later write by the
 claimant is fenced by the version of its own last write, so an attempt
 whose lease was taken over can never touch the newer attempt's record.
 `Ledger` makes every one of these writes, the run's checkpoints and outputs
-included, so the takeover rule and the "still ours" test exist once.
+included, so the takeover rule and the "still ours" test exist once. Every
+claim and fenced write goes through one `ledger.commits.Commits`, which for a
+job with an overlap policy writes its slot in the same commit
+(`ledger.overlap.SlotCommits`): one claim path for every trigger.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
-from runledger.facts import TRIGGER_SCHEDULED
+from runledger.facts import AUDIT_TRIGGERS, OVERLAP_DELAY
+from runledger.ledger.commits import Commits, RecordCommits
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status, Versioned
+from runledger.ledger.run import (
+    Claim,
+    ClaimResult,
+    Duplicate,
+    RunIdentity,
+    Yielded,
+    fresh_record,
+    skipped_record,
+)
 from runledger.ledger.store import RunStore, WorkStore
 from runledger.ledger.watermarks import AuditStore, LedgerMarks
 from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id
@@ -68,67 +82,6 @@ def refuse_release(key: str, record: RunRecord, now: datetime) -> None:
         raise ReleaseRefused(f"run {key} is past its expire_at: a new delivery starts it afresh")
 
 
-@dataclass(frozen=True)
-class RunIdentity:
-    """What makes two deliveries the same run; `key` is its fixed-length hash."""
-
-    key: str
-    job: str
-    schedule_time: datetime
-    project: str
-    region: str
-    manual: bool
-    # What starts this attempt (facts.TRIGGERS); it goes to the record and the log lines.
-    trigger: str = TRIGGER_SCHEDULED
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Proof that this attempt holds the run, valid while `version` is current."""
-
-    identity: RunIdentity
-    attempt_id: str
-    version: Any
-    lease_expires: datetime
-    attempts: int
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    """The run is done, failed or held by another attempt: do not run the work."""
-
-    status: Status
-    record: RunRecord
-
-
-ClaimResult = Claim | Duplicate
-
-
-def fresh_record(
-    run: RunIdentity, attempt_id: str, now: datetime, lease_expires: datetime, expire_at: datetime
-) -> RunRecord:
-    """A first attempt's in_progress record; a takeover counts its attempts on from the old one."""
-    return RunRecord(
-        status=Status.IN_PROGRESS,
-        attempt_id=attempt_id,
-        lease_expires=lease_expires,
-        expire_at=expire_at,
-        job=run.job,
-        schedule_time=run.schedule_time,
-        project=run.project,
-        region=run.region,
-        manual=run.manual,
-        attempts=1,
-        claimed_at=now,
-        trigger=run.trigger,
-    )
-
-
-def claim_of(run: RunIdentity, record: RunRecord, version: Any) -> Claim:
-    """The claim that `record`, this attempt's own write at `version`, proves."""
-    return Claim(run, record.attempt_id, version, record.lease_expires, record.attempts)
-
-
 def _finish_changes(status: Status, now: datetime, error: str | None) -> dict[str, Any]:
     """The fields a final or released write sets; the error text trimmed to what a record keeps."""
     return {
@@ -148,8 +101,11 @@ class Ledger:
         clock: Callable[[], datetime],
         new_attempt_id: Callable[[], str],
         heartbeat: timedelta | None = None,
+        commits: Commits | None = None,
     ) -> None:
         self._store = store
+        # Where the run's writes go (None: its record alone, every job `allow`).
+        self._commits = RecordCommits(store) if commits is None else commits
         # The longest one request can hold a run (covers the request timeout) ...
         self.lease = lease
         # ... and the lease a claim takes and each renewal grants (runledger.ledger.lease).
@@ -185,12 +141,13 @@ class Ledger:
         return schedule_time + self.retention
 
     def claim(self, run: RunIdentity) -> ClaimResult:
-        """Claim the run for a new attempt, or say why not (a Duplicate).
+        """Claim the run for a new attempt, or say why not (a Duplicate, or Yielded).
 
-        A claim write whose answer was lost may have landed: before the
-        StoreUnavailable goes up, this attempt gives its claim up if it did
-        (`_give_up`), so the run is not blocked for a whole lease by an attempt
-        that will never run the job.
+        One path for every trigger: the job's overlap slot (`Commits.look`) is read
+        and written in the claim's own commit. A claim write whose answer was
+        lost may have landed: before the StoreUnavailable goes up, this attempt
+        gives its claim up if it did (`_give_up`), so the run (and its job's
+        slot) is not blocked for a whole lease by an attempt that will never run.
         """
         attempt_id = self._new_attempt_id()
         try:
@@ -205,7 +162,8 @@ class Ledger:
 
         The lease is ended rather than the run released, so the takeover rule
         stays the one of any ended lease (after the clock-skew margin). Fenced by
-        the version read: a newer attempt's record is never touched.
+        the version read: a newer attempt's record is never touched; the job's
+        slot takes the ended lease in the same commit.
         """
         try:
             current = self._store.get(run.key)
@@ -214,8 +172,10 @@ class Ledger:
                 Status.IN_PROGRESS,
             ):
                 return "the claim did not land"
-            self._store.update(run.key, {"lease_expires": self._clock()}, current.version)
-        except (StoreUnavailable, VersionConflict):
+            self._fenced(
+                Claim(run, current.record, current.version), {"lease_expires": self._clock()}
+            )
+        except (StoreUnavailable, LeaseLost):
             return (
                 f"the claim may have landed and could not be given up: it blocks the run "
                 f"for at most {int(self.claim_lease.total_seconds())} s"
@@ -223,37 +183,44 @@ class Ledger:
         return "the claim had landed and was given up"
 
     def _claim(self, run: RunIdentity, attempt_id: str) -> ClaimResult:
+        """Read (slot, then record on a refusal), decide, commit; again while others move first."""
+        policy = self._commits.policy(run.job)
+        expire_at = self.expire_at(run.schedule_time)
+        current: Versioned | None = None
         for _ in range(_CLAIM_ROUNDS):
             now = self._clock()
-            lease_expires, expire_at = self._lease_ends(now), self.expire_at(run.schedule_time)
-            fresh = fresh_record(run, attempt_id, now, lease_expires, expire_at)
-            try:
-                version = self._store.create(run.key, fresh)
-            except RecordExists:
-                pass
+            gate = self._commits.look(run, now)
+            if gate.holder_key is not None and gate.holder is not None:
+                if policy == OVERLAP_DELAY or run.trigger in AUDIT_TRIGGERS:
+                    return Yielded(policy, gate.holder_key, gate.holder, None)
+                record = skipped_record(run, attempt_id, now, expire_at, gate.holder_key)
             else:
-                return claim_of(run, fresh, version)
-            current = self._store.get(run.key)
-            if current is None:
-                continue  # deleted since our create; create again
-            existing = current.record
-            if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
-                return claim_of(run, existing, current.version)
-            if not may_take_over(existing, now):
-                return Duplicate(existing.status, existing)
-            if not existing.is_expired(now):
-                fresh = replace(fresh, attempts=existing.attempts + 1)
+                record = fresh_record(run, attempt_id, now, self._lease_ends(now), expire_at)
+            if current is not None:
+                existing = current.record
+                if existing.attempt_id == attempt_id:  # our commit landed; its answer was lost
+                    if existing.status is Status.IN_PROGRESS:
+                        return Claim(run, existing, current.version)
+                    return Duplicate(existing.status, existing)
+                if not may_take_over(existing, now):
+                    return Duplicate(existing.status, existing)
+                if not existing.is_expired(now):
+                    record = replace(record, attempts=existing.attempts + 1)
             try:
-                version = self._store.update(run.key, fresh.to_document(), current.version)
-            except VersionConflict:
-                continue  # another attempt moved first; look again
-            return claim_of(run, fresh, version)
+                version = self._commits.claim(
+                    run, record, None if current is None else current.version, gate
+                )
+            except (RecordExists, VersionConflict):
+                # The run exists (or moved on, or was deleted), or the slot moved: look again.
+                current = self._store.get(run.key)
+                continue
+            if record.status is Status.SKIPPED:
+                return Yielded(policy, record.yielded_to or "", gate.holder or record, record)
+            return Claim(run, record, version)
         raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims")
 
     def renew(self, claim: Claim) -> Claim:
-        lease_expires = self._lease_ends(self._clock())
-        version = self._fenced(claim, {"lease_expires": lease_expires})
-        return replace(claim, version=version, lease_expires=lease_expires)
+        return self._fenced(claim, {"lease_expires": self._lease_ends(self._clock())})
 
     def resync(self, claim: Claim) -> Claim:
         """Adopt the run's current version after a fenced write whose answer was lost.
@@ -268,7 +235,7 @@ class Ledger:
             Status.IN_PROGRESS,
         ):
             raise LeaseLost(f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}")
-        return replace(claim, version=current.version, lease_expires=current.record.lease_expires)
+        return Claim(claim.identity, current.record, current.version)
 
     def complete(self, claim: Claim) -> None:
         self._finish(claim, Status.COMPLETED, error=None)
@@ -305,9 +272,8 @@ class Ledger:
                 if found is not None:
                     return claim, found
                 continue  # the run is ours at the version just read; the item is absent
-            return replace(claim, version=version, lease_expires=lease_expires), StoredItem(
-                item, version
-            )
+            record = replace(claim.record, lease_expires=lease_expires)
+            return Claim(claim.identity, record, version), StoredItem(item, version)
         raise StoreUnavailable(f"writing {item.id} of run {key} kept failing")
 
     def _settle_item(
@@ -371,13 +337,16 @@ class Ledger:
             if not landed:  # otherwise our write landed and only its answer was lost
                 raise
 
-    def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Any:
+    def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Claim:
+        """Change the run at the claim's version (its job's slot alike); the claim after it."""
+        record = RunRecord.from_document({**claim.record.to_document(), **changes})
         try:
-            return self._store.update(claim.identity.key, changes, claim.version)
+            version = self._commits.fenced(claim.identity, changes, claim.version, record)
         except VersionConflict as exc:
             raise LeaseLost(
                 f"attempt {claim.attempt_id} no longer holds run {claim.identity.key}"
             ) from exc
+        return Claim(claim.identity, record, version)
 
     def _lease_ends(self, now: datetime) -> datetime:
         """Where a lease taken or renewed at `now` ends."""

@@ -14,13 +14,20 @@ but not the work). A job's `overlap` (DEDUP_SCHEDULES, `runledger.schedules`):
 
 "In progress" is decided by one document per job, its slot, kept beside the
 audit's epochs (never among the runs): a copy of the record of the run that last
-claimed the job, under that run's key. A run of a job with a policy claims its
-own record and the slot in one commit, the slot guarded by the update time it
-was read at (`OverlapStore.claim_slotted`); every later fenced write of the
-holder (each lease renewal, the final outcome) changes both in one commit
-(`OverlapStore.update_slotted`). So the slot's copy of the holder's lease is the
-holder's lease, and of two runs claiming at once exactly one commit lands: the
-other reads the slot again and finds the first running. A holder counts as
+claimed the job, under that run's key. The slot is a step of the ledger's one
+claim path (`SlotCommits`, the `ledger.commits.Commits` of a job with a policy),
+not a ledger of its own: a run of a job with a policy claims its own record and
+the slot in one commit, the slot guarded by the update time it was read at
+(`OverlapStore.claim_slotted`); every later fenced write of the holder (each
+lease renewal, a lost claim given up, the final outcome) writes both in one
+commit (`OverlapStore.update_slotted`), the slot whole, so a slot deleted
+meanwhile (the audit's documents are safe to delete) reads as free and comes
+back with the holder's next write instead of fencing the holder out. So the
+slot's copy of the holder's lease is the holder's lease, and of two runs
+claiming at once exactly one commit lands: the other reads the slot again and
+finds the first running. A run the audit starts (catch-up, backfill) that meets
+a running holder writes nothing, whatever the policy: it stays pending for the
+next audit (`Ledger._claim`). A holder counts as
 running while `ledger.machine.may_take_over` would refuse a new attempt on its record:
 in progress and its lease (plus the clock-skew margin) not over. A holder that
 died therefore stops counting one lease after its last renewal; the run that
@@ -31,37 +38,25 @@ job sends no deliveries: its slot simply keeps its last holder's outcome.
 
 Cost: one extra document read per delivery of a job with a policy (the slot),
 and its writes ride in the commits the run makes anyway; a job with `allow`
-takes the plain `Ledger` path (see `make bench`).
+writes its record alone (`ledger.commits.RecordCommits`; see `make bench`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
 from runledger.facts import OUTCOME_OVERLAP_DELAYED, OUTCOME_OVERLAP_SKIPPED, OVERLAP_ALLOW
-from runledger.ledger.machine import (
-    Claim,
-    ClaimResult,
-    Duplicate,
-    Ledger,
-    RunIdentity,
-    claim_of,
-    fresh_record,
-    may_take_over,
-)
-from runledger.ledger.record import RunRecord, Status, Versioned
+from runledger.ledger.commits import Gate, RecordCommits
+from runledger.ledger.machine import may_take_over
+from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import RunIdentity, Yielded
 
-SKIP = "skip"
-DELAY = "delay"
 # The slots live at AUDIT_COLLECTION/<ledger collection>/OVERLAP_COLLECTION/<slot key>.
 OVERLAP_COLLECTION = "overlap"
-# Rounds of read-then-commit while other runs of the job keep moving its slot.
-_ROUNDS = 5
 
 
 def slot_key(project: str, region: str, job: str) -> str:
@@ -95,24 +90,12 @@ class StoredSlot:
     version: Any
 
 
-@dataclass(frozen=True)
-class Yielded:
-    """The run was not claimed: another run of its job holds the slot.
-
-    record: the `skipped` record written (skip), or None (delay: nothing written).
-    """
-
-    policy: str
-    holder: Slot
-    record: RunRecord | None
-
-
 @runtime_checkable
 class OverlapStore(Protocol):
     """A RunStore that also keeps each job's slot and commits a run with it."""
 
     def get_slot(self, key: str) -> StoredSlot | None:
-        """The slot and its version, or None if the job has none yet."""
+        """The slot and its version, or None if the job has none (never had, or deleted)."""
 
     def claim_slotted(
         self,
@@ -133,173 +116,95 @@ class OverlapStore(Protocol):
         """
 
     def update_slotted(
-        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str
+        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str, slot: Slot
     ) -> Any:
-        """Change the run at `version` and its job's slot alike, in one commit.
+        """Change the run at `version` and write its job's slot as `slot`, in one commit.
 
-        Returns the run's new version; VersionConflict if the run moved on (nothing
-        written).
+        The slot is written whole with no precondition (created if it is gone):
+        only the run's own fence guards the commit. Returns the run's new
+        version; VersionConflict if the run moved on (nothing written).
         """
 
 
+class SlotCommits(RecordCommits):
+    """The overlap step of the ledger's claim path: a job with a policy commits with its slot.
+
+    Jobs with `allow` (absent from `policies`) write their record alone, as
+    `RecordCommits` does; so does a `skipped` record (a run that yielded is no holder).
+    """
+
+    def __init__(self, store: Any, policies: Mapping[str, str]) -> None:
+        if not isinstance(store, OverlapStore):
+            raise TypeError(f"{type(store).__name__} cannot keep overlap slots")
+        super().__init__(store)
+        self._slots = store
+        self._policies = {
+            job: policy for job, policy in policies.items() if policy != OVERLAP_ALLOW
+        }
+
+    def policy(self, job: str) -> str:
+        return self._policies.get(job, OVERLAP_ALLOW)
+
+    def look(self, run: RunIdentity, now: datetime) -> Gate:
+        if run.job not in self._policies:
+            return Gate()
+        stored = self._slots.get_slot(_key(run))
+        holder = None if stored is None else stored.slot
+        if holder is not None and holder.run_key != run.key and holder.running(now):
+            return Gate(holder.run_key, holder.record, stored)
+        return Gate(token=(stored, _dead_holder(holder, run.key, now)))
+
+    def claim(self, run: RunIdentity, record: RunRecord, version: Any | None, gate: Gate) -> Any:
+        if run.job not in self._policies or gate.holder_key is not None:
+            return super().claim(run, record, version, gate)
+        stored, ended = gate.token
+        slot_version = None if stored is None else stored.version
+        return self._slots.claim_slotted(run.key, record, version, _key(run), slot_version, ended)
+
+    def fenced(
+        self, run: RunIdentity, changes: Mapping[str, Any], version: Any, record: RunRecord
+    ) -> Any:
+        if run.job not in self._policies:
+            return super().fenced(run, changes, version, record)
+        return self._slots.update_slotted(
+            run.key, changes, version, _key(run), Slot(run.key, record)
+        )
+
+
+def _key(run: RunIdentity) -> str:
+    return slot_key(run.project, run.region, run.job)
+
+
 def yielded_answer(result: Yielded, fields: dict[str, object]) -> tuple[int, str, str]:
-    """Status, outcome and message for a delivery that gave way; the holder goes to the log line.
+    """Status, outcome and message for a run that gave way; the holder goes to the log line.
 
     skip answers 200: any 2xx ends Cloud Scheduler's retries of the run, which is
-    recorded and never run. delay answers 409: for an HTTP target Scheduler
-    acknowledges only a 2xx, and any other answer is a failed attempt retried
-    with backoff under the job's RetryConfig (Cloud Scheduler REST reference,
-    `HttpTarget`; "Retry jobs"). 409 rather than a 5xx: nothing failed, so the
-    answer must not read as a server error in the logs or the runs metric.
+    recorded and never run. delay (and a run the audit started) answers 409: for
+    an HTTP target Scheduler acknowledges only a 2xx, and any other answer is a
+    failed attempt retried with backoff under the job's RetryConfig (Cloud
+    Scheduler REST reference, `HttpTarget`; "Retry jobs"). 409 rather than a
+    5xx: nothing failed, so the answer must not read as a server error in the
+    logs or the runs metric.
     """
     holder = result.holder
-    since = holder.record.schedule_time.isoformat()
+    since = holder.schedule_time.isoformat()
     fields.update(
-        yielded_to=holder.run_key,
+        yielded_to=result.holder_key,
         yielded_to_schedule_time=since,
-        yielded_to_attempt=holder.record.attempt_id,
+        yielded_to_attempt=holder.attempt_id,
     )
     running = (
-        f"its run of {since} is in progress under attempt {holder.record.attempt_id} "
-        f"(lease until {holder.record.lease_expires.isoformat()})"
+        f"its run of {since} is in progress under attempt {holder.attempt_id} "
+        f"(lease until {holder.lease_expires.isoformat()})"
     )
     if result.record is not None:
         fields.update(attempt_id=result.record.attempt_id)
         return 200, OUTCOME_OVERLAP_SKIPPED, f"run skipped (overlap: skip): {running}; not run"
-    return 409, OUTCOME_OVERLAP_DELAYED, f"run delayed (overlap: delay): {running}; retry later"
-
-
-class OverlapLedger(Ledger):
-    """The ledger, with the slot in every claim and fenced write of a job with a policy.
-
-    Jobs with `allow` (absent from `policies`) go through `Ledger` unchanged.
-    """
-
-    def __init__(self, store: Any, *, policies: Mapping[str, str], **kwargs: Any) -> None:
-        super().__init__(store, **kwargs)
-        self.policies = {job: policy for job, policy in policies.items() if policy != OVERLAP_ALLOW}
-
-    def claim(self, run: RunIdentity) -> ClaimResult | Yielded:  # type: ignore[override]
-        """`Ledger.claim`, or for a job with a policy: claim with its slot, or yield."""
-        policy = self.policies.get(run.job)
-        if policy is None:
-            return super().claim(run)
-        attempt_id = self._new_attempt_id()
-        try:
-            return self._claim_slotted(self._slots(), run, attempt_id, policy)
-        except StoreUnavailable as exc:
-            if type(exc) is not StoreUnavailable:
-                raise  # denied or unusable: the commit did not happen
-            raise StoreUnavailable(
-                f"{exc}; {self._give_up(run, attempt_id)} (its job's overlap slot "
-                f"names it until that lease would have ended)"
-            ) from exc
-
-    def _claim_slotted(
-        self, store: OverlapStore, run: RunIdentity, attempt_id: str, policy: str
-    ) -> ClaimResult | Yielded:
-        key = slot_key(run.project, run.region, run.job)
-        current: Versioned | None = None
-        for _ in range(_ROUNDS):
-            now = self._clock()
-            stored = store.get_slot(key)
-            holder = None if stored is None else stored.slot
-            if holder is not None and holder.run_key != run.key and holder.running(now):
-                return self._yield(run, attempt_id, policy, holder, now)
-            fresh = fresh_record(
-                run, attempt_id, now, self._lease_ends(now), self.expire_at(run.schedule_time)
-            )
-            if current is not None:
-                existing = current.record
-                if existing.attempt_id == attempt_id:  # our commit landed; its answer was lost
-                    return claim_of(run, existing, current.version)
-                if not may_take_over(existing, now):
-                    return Duplicate(existing.status, existing)
-                if not existing.is_expired(now):
-                    fresh = replace(fresh, attempts=existing.attempts + 1)
-            try:
-                version = store.claim_slotted(
-                    run.key,
-                    fresh,
-                    None if current is None else current.version,
-                    key,
-                    None if stored is None else stored.version,
-                    _dead_holder(holder, run.key, now),
-                )
-            except VersionConflict:
-                # The run exists (or moved on), or the slot moved: look at both again.
-                current = self._store.get(run.key)
-                continue
-            return claim_of(run, fresh, version)
-        raise StoreUnavailable(f"run {run.key} kept changing under concurrent claims of its job")
-
-    def _yield(
-        self, run: RunIdentity, attempt_id: str, policy: str, holder: Slot, now: datetime
-    ) -> ClaimResult | Yielded:
-        """Give way to the running holder: record the run skipped, or (delay) write nothing.
-
-        A run that already has a record keeps it where the takeover rule says so
-        (done, failed, or held by another delivery of it): this delivery is that
-        record's duplicate. A released or dead run of a `skip` job is skipped now.
-        """
-        if policy == DELAY:
-            return Yielded(policy, holder, None)
-        skipped = RunRecord(
-            status=Status.SKIPPED,
-            attempt_id=attempt_id,
-            lease_expires=now,
-            expire_at=self.expire_at(run.schedule_time),
-            job=run.job,
-            schedule_time=run.schedule_time,
-            project=run.project,
-            region=run.region,
-            manual=run.manual,
-            attempts=1,
-            claimed_at=now,
-            finished_at=now,
-            trigger=run.trigger,
-            yielded_to=holder.run_key,
-        )
-        for _ in range(_ROUNDS):
-            try:
-                self._store.create(run.key, skipped)
-            except RecordExists:
-                pass
-            else:
-                return Yielded(policy, holder, skipped)
-            current = self._store.get(run.key)
-            if current is None:
-                continue
-            existing = current.record
-            if existing.attempt_id == attempt_id:  # our create landed; its answer was lost
-                return Yielded(policy, holder, existing)
-            if not may_take_over(existing, now):
-                return Duplicate(existing.status, existing)
-            if not existing.is_expired(now):
-                skipped = replace(skipped, attempts=existing.attempts + 1)
-            try:
-                self._store.update(run.key, skipped.to_document(), current.version)
-            except VersionConflict:
-                continue
-            return Yielded(policy, holder, skipped)
-        raise StoreUnavailable(f"run {run.key} kept changing while it was being skipped")
-
-    def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Any:
-        """`Ledger._fenced`; for a job with a policy the slot takes the same changes."""
-        if claim.identity.job not in self.policies:
-            return super()._fenced(claim, changes)
-        run = claim.identity
-        try:
-            return self._slots().update_slotted(
-                run.key, changes, claim.version, slot_key(run.project, run.region, run.job)
-            )
-        except VersionConflict as exc:
-            raise LeaseLost(f"attempt {claim.attempt_id} no longer holds run {run.key}") from exc
-
-    def _slots(self) -> OverlapStore:
-        if not isinstance(self._store, OverlapStore):
-            raise TypeError(f"{type(self._store).__name__} cannot keep overlap slots")
-        return self._store
+    return (
+        409,
+        OUTCOME_OVERLAP_DELAYED,
+        f"run delayed (overlap: {result.policy}): {running}; retry later",
+    )
 
 
 def skipped(records: Sequence[RunRecord]) -> bool:

@@ -32,7 +32,11 @@ from runledger.schedules import AuditSettings, JobSchedule, audit_settings
 
 
 def parse_timestamp(text: str) -> datetime:
-    """An RFC 3339 timestamp with its offset (`Z` or `+02:00`), as UTC."""
+    """An RFC 3339 timestamp with its offset (`Z` or `+02:00`), as UTC.
+
+    One whose UTC instant falls outside the years 1 to 9999 (`0001-01-01T00:00:00+01:00`)
+    is a usage error like any malformed one, not an overflow later on.
+    """
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -41,7 +45,12 @@ def parse_timestamp(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an RFC 3339 timestamp with an offset, e.g. 2026-10-14T00:00:00Z"
         )
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range: in UTC it is before year 1 or after year 9999"
+        ) from None
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:

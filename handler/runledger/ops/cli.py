@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--job", help="Cloud Scheduler job id")
     listing.add_argument("--status", choices=[s.value for s in Status])
     listing.add_argument("--include-expired", action="store_true", help="show TTL-expired runs")
-    listing.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+    listing.add_argument("--limit", type=parse_limit, default=50, help="newest N (default 50)")
 
     show = commands.add_parser("show", parents=[common], help="one run with its work items")
     show.add_argument("key", help="run key, or a unique prefix of at least 8 hex digits")
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("stale", "runs whose lease ran out"), ("failed", "dead letters")):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("--job", help="Cloud Scheduler job id")
-        sub.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
+        sub.add_argument("--limit", type=parse_limit, default=50, help="newest N (default 50)")
 
     release = commands.add_parser("release", parents=[common], help="release a failed run")
     release.add_argument("key", help="run key, or a unique prefix of at least 8 hex digits")
@@ -128,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_limit(text: str) -> int:
+    """`--limit`: a positive whole number (0 or less would print a table of nothing)."""
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()) or not int(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(value)
+
+
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -138,7 +146,10 @@ def parse_duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a duration such as 90m, 2h or 3600s (units: s, m, h, d)"
         )
-    return timedelta(seconds=int(value) * _DURATION_UNITS[unit])
+    try:
+        return timedelta(seconds=int(value) * _DURATION_UNITS[unit])
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than any look-back") from None
 
 
 def firestore_client(args: argparse.Namespace, env: Mapping[str, str]) -> firestore.Client:

@@ -2,7 +2,9 @@
 
 Its schedule and time zone, its overlap policy, its live state in Cloud
 Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
-says why), the next 10 schedule times, the most recent 10 with what the ledger
+says why; a live schedule or zone that is not the deployed one is `drift`, and
+its unrun times read `drifted`, not missed, as the audit judges them), the next 10
+schedule times, the most recent 10 with what the ledger
 holds for each, and counts over the audit's look-back. Times come from the
 audit's own code (`audit.expected.schedule_times`), records are read by computed key
 in batches, the audit's epoch bounds what can count as missed: no query, no index.
@@ -20,7 +22,7 @@ from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
 from runledger.audit.pauses import State, Timeline, timelines, unknown
 from runledger.audit.runner import BATCH
-from runledger.audit.scheduler_state import Lister
+from runledger.audit.scheduler_state import Lister, drift
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.epochs import read_epochs
@@ -116,14 +118,19 @@ def describe(
     try:
         listed_live = lister_factory(audit.project, audit.region, env)(start)
         live = listed_live.get(job.id)
-        state: dict[str, Any] = {"read": True}
+        state: dict[str, Any] = {"read": True, "drift": drift(job, listed_live) or None}
         if live is None:
             state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
         else:
             state.update(paused=live.paused, detail="paused" if live.paused else "enabled")
         line = timelines([job], listed_live, None, False).get(job.id, unknown("not in Scheduler"))
     except SchedulerUnreadable as exc:
-        state = {"read": False, "paused": None, "detail": f"could not be read: {exc}"}
+        state = {
+            "read": False,
+            "paused": None,
+            "drift": None,
+            "detail": f"could not be read: {exc}",
+        }
         line = timelines([job], None, str(exc), isinstance(exc, SchedulerAbsent))[job.id]
     if state.get("paused") and line.at(now) is State.PAUSED and line.paused_since is not None:
         state["since"] = rfc3339(line.paused_since)
@@ -148,6 +155,8 @@ def describe(
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
         status = _status(run, present, now, settings.lease, epoch, line)
+        if state["drift"] and status in ("missed", "stale"):
+            status = "drifted"  # as the audit: a drifted job's runs are not judged
         counted = "missed" if status == "stale" else status
         if counted in counts:
             counts[counted] += 1
@@ -177,6 +186,8 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         return
     state = view["state"]
     live = state["detail"] + (f" since {state['since']}" if state.get("since") else "")
+    if state["drift"]:
+        live += f"; drifted: {state['drift']}"
     lines = [
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",

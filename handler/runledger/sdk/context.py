@@ -15,7 +15,7 @@ from runledger.ledger.workitem import WorkItem
 from runledger.sdk.work import RunWork
 
 if TYPE_CHECKING:
-    from runledger.ledger.machine import RunIdentity
+    from runledger.ledger.run import RunIdentity
 
 T = TypeVar("T")
 

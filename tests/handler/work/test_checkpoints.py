@@ -12,8 +12,9 @@ import pytest
 from runledger.delivery.identify import run_key
 from runledger.exceptions import LeaseLost, StoreUnavailable
 from runledger.ledger.lease import LeaseKeeper
-from runledger.ledger.machine import MAX_CLOCK_SKEW, Claim, Ledger, RunIdentity
+from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
 from runledger.ledger.record import Status
+from runledger.ledger.run import Claim, RunIdentity
 from runledger.sdk.context import RunContext
 from tests.handler.support import LEASE, T0, DrivenRenewals, FakeClock, make_ledger
 

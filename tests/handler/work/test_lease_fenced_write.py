@@ -8,8 +8,8 @@ import pytest
 
 from runledger.exceptions import LeaseLost, VersionConflict
 from runledger.ledger.lease import LeaseKeeper
-from runledger.ledger.machine import Claim, RunIdentity
 from runledger.ledger.memory_store import MemoryRunStore
+from runledger.ledger.run import Claim, RunIdentity
 from tests.handler.support import T0, DrivenRenewals, FakeClock, make_ledger
 
 RUN = RunIdentity("k" * 64, "etl", T0, "acme-prod", "europe-west1", False)

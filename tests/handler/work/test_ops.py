@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runledger.ledger.machine import MAX_CLOCK_SKEW, RunIdentity
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.run import RunIdentity
 from runledger.ledger.workitem import WorkItem, WorkKind
 from runledger.ops.cli import EXIT_DECLINED, EXIT_ERROR, EXIT_OK, main
 from runledger.ops.ledger_ops import is_dead_letter, is_stale

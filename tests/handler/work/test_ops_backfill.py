@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
+from runledger.audit.scheduler_state import LiveJob
 from runledger.backfill.firestore_store import FirestoreBackfills
 from runledger.backfill.runs import Runner, run_pending
 from runledger.delivery.identify import run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ledger.machine import RunIdentity
 from runledger.ledger.record import Status
+from runledger.ledger.run import RunIdentity
 from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
@@ -387,3 +388,67 @@ def test_a_time_the_ledger_could_not_take_is_tried_again_by_the_next_audit(env, 
     second = run_pending(docs, runner, "acme-prod", "europe-west1")
     assert (second.requests_done, second.ran, second.error) == (1, 3, None)
     assert asked == [8, 8, 9, 11]
+
+
+# `backfill --include-failed` decides which failure it reruns from the ledger alone: the
+# request names the failed attempt it saw for each time (`failed_attempts`), and the audit
+# releases a failure only while its record is still that attempt's, whatever the clocks say.
+FAILED_WINDOW = [
+    "--job",
+    "export",
+    "--from",
+    "2026-10-16T07:00:00Z",
+    "--to",
+    "2026-10-16T08:00:00Z",
+]
+
+
+def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, firestore_db, capsys):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    when = T0.replace(hour=7)
+    # The handler's clock is 10 minutes ahead of the laptop's: its failure is stamped after
+    # the moment the operator's clock gives the request.
+    failed = run_record(
+        "seed-7",
+        Status.FAILED,
+        job="export",
+        schedule_time=when,
+        claimed_at=NOW + timedelta(minutes=9),
+        finished_at=NOW + timedelta(minutes=10),
+        expire_at=when + RETENTION,
+        error="partner API down",
+    )
+    store.create(key_of(7), failed)
+    code, _, err = ops(env, "backfill", *FAILED_WINDOW, "--include-failed")
+    assert (code, err) == (0, "")
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    backfill = summary(run_audit(app, capsys))["backfill"]
+    assert backfill["outcomes"] == {"completed": 1}
+    assert jobs.runs == Counter({7: 1})
+    assert store.get(key_of(7)).record.status is Status.COMPLETED
+
+
+# `ops describe` says of a job what the audit concludes from the same settings: a job
+# whose live schedule is not the deployed one is `drifted`, and none of its runs is judged.
+
+
+def edited_export(project: str, region: str, environment: dict[str, str]):
+    return lambda since: {"export": LiveJob("export", False, "*/30 * * * *", "UTC")}
+
+
+def test_describe_shows_a_drifted_job_as_the_audit_judges_it(env, seeded):
+    out, err = io.StringIO(), io.StringIO()
+    args = ["describe", "--job", "export", "--json"]
+    code = main(
+        args, env=env, clock=lambda: NOW, lister_factory=edited_export, stdout=out, stderr=err
+    )
+    assert (code, err.getvalue()) == (0, "")
+    view = json.loads(out.getvalue())
+    assert "'*/30 * * * *'" in view["state"]["drift"]
+    statuses = {item["schedule_time"][11:13]: item["status"] for item in view["recent"]}
+    assert (statuses["08"], statuses["11"], statuses["10"]) == ("drifted", "drifted", "completed")
+    assert view["counts"]["missed"] == 0
+    text = io.StringIO()
+    main(args[:-1], env=env, clock=lambda: NOW, lister_factory=edited_export, stdout=text)
+    assert "; drifted: Cloud Scheduler has '*/30 * * * *'" in text.getvalue()

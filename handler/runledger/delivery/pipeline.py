@@ -1,0 +1,172 @@
+"""One path for a run's fate: claim, execute, finish, whatever started the run.
+
+Every trigger (a Scheduler delivery, a forced run, the audit's catch-up and
+backfill, a waiting duplicate's takeover) goes through `RunPipeline.run`: the
+ledger's claim (which reads and writes the job's overlap slot in its own
+commits, `ledger.overlap`), the one answer for each kind of claim result, the
+job under a lease kept alive, and the fenced final write. What differs between
+triggers is data: the run's `trigger` (on its record and log lines; a run the
+audit starts waits for a running holder instead of being skipped), the body
+the job gets, and whether a duplicate that meets a live lease waits for its
+holder (only a delivery: `Trigger.wait`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from runledger import facts
+from runledger.delivery.duplicate_wait import DuplicateWait
+from runledger.delivery.log import log_line
+from runledger.delivery.responses import (
+    Response,
+    duplicate_response,
+    error_text,
+    store_response,
+    waited_response,
+)
+from runledger.exceptions import LeaseLost, StoreUnavailable, TerminalJobError
+from runledger.ledger.lease import LeaseKeeper, Renewals
+from runledger.ledger.machine import Ledger, may_take_over
+from runledger.ledger.overlap import yielded_answer
+from runledger.ledger.record import Status
+from runledger.ledger.run import Claim, Duplicate, RunIdentity, Yielded
+from runledger.sdk.context import RunContext
+from runledger.sdk.joblog import run_fields
+from runledger.sdk.registry import JobFn
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What one start of a run brings besides its identity.
+
+    `wait`: the duplicate wait, or None (answered at once; a takeover, the audit's
+    runs); `started`: time.monotonic() when the request began, which the wait's
+    budget counts from.
+    """
+
+    body: bytes
+    wait: DuplicateWait | None = None
+    started: float = 0.0
+
+
+class RunPipeline:
+    def __init__(
+        self,
+        ledger: Callable[[], Ledger],
+        jobs: Callable[[], Mapping[str, JobFn]],
+        clock: Callable[[], datetime],
+        renewals: Renewals,
+    ) -> None:
+        self._ledger = ledger
+        self._jobs = jobs
+        self._clock = clock
+        self._renewals = renewals
+
+    def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
+        """Claim the run and answer for its fate; `fields` collects the log line's fields."""
+        try:
+            result = self._ledger().claim(run)
+        except StoreUnavailable as exc:
+            return store_response(exc, "ledger unavailable before claim")
+        if isinstance(result, Yielded):
+            return Response(*yielded_answer(result, fields))
+        if isinstance(result, Duplicate):
+            fields["attempt_id"] = result.record.attempt_id
+            return self._answer_duplicate(run, result, trigger, fields)
+        fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
+        return self._execute(run, result, trigger.body, fields)
+
+    def _answer_duplicate(
+        self, run: RunIdentity, duplicate: Duplicate, trigger: Trigger, fields: dict[str, object]
+    ) -> Response:
+        """Answer a duplicate; with a wait, one that meets a live lease waits for the outcome.
+
+        The wait goes to the request's log line (seconds, reads): each waiting
+        duplicate takes one of an instance's concurrent requests that long. A
+        wait that sees the holder's lease run out (the holder died) takes the
+        run over through this same pipeline, without a second wait, and answers
+        for its own execution; the log line names the attempt taken over.
+        """
+        wait = trigger.wait
+        if wait is None or duplicate.status is not Status.IN_PROGRESS:
+            return duplicate_response(duplicate)
+        ledger = self._ledger()
+        try:
+            waited = wait.wait(
+                run.job,
+                time.monotonic() - trigger.started,
+                duplicate.record,
+                lambda: ledger.read(run.key),
+                self._clock,
+            )
+        except StoreUnavailable as exc:
+            return store_response(exc, "ledger unavailable while waiting for the holder")
+        fields.update(waited_s=round(waited.waited_s, 3), wait_polls=waited.polls)
+        record = waited.record
+        if record is None or (
+            record.status is Status.IN_PROGRESS and may_take_over(record, self._clock())
+        ):
+            if record is not None:
+                fields["took_over_from"] = record.attempt_id
+            return self.run(run, Trigger(trigger.body), fields)
+        return waited_response(record)
+
+    def _execute(
+        self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]
+    ) -> Response:
+        def on_lost(reason: str) -> None:
+            log_line(
+                "WARNING",
+                "lease lost while the job runs",
+                run_key=run.key,
+                trigger=run.trigger,
+                reason=reason,
+            )
+
+        keeper = LeaseKeeper(self._ledger(), claim, on_lost, self._renewals)
+        context = RunContext.for_attempt(run, keeper, body)
+        keeper.start()
+        try:
+            with run_fields(context):
+                self._jobs()[run.job](context)
+        except LeaseLost as exc:
+            keeper.stop()
+            fields["error"] = str(exc)
+            return Response(409, "lease_lost", "another attempt took over this run")
+        except TerminalJobError as exc:
+            return self._finish(keeper, Status.FAILED, error_text(exc), fields)
+        except Exception as exc:
+            return self._finish(keeper, Status.RELEASED, error_text(exc), fields)
+        return self._finish(keeper, Status.COMPLETED, None, fields)
+
+    def _finish(
+        self,
+        keeper: LeaseKeeper,
+        status: Status,
+        error: str | None,
+        fields: dict[str, object],
+    ) -> Response:
+        claim = keeper.stop()
+        fields["error"] = error
+        ledger = self._ledger()
+        try:
+            if status is Status.COMPLETED:
+                ledger.complete(claim)
+                return Response(200, "completed", "run completed")
+            if status is Status.FAILED:
+                ledger.fail(claim, error or "")
+                return Response(
+                    422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
+                )
+            ledger.release(claim, error or "")
+            return Response(500, "failed_retryable", "run failed; released for a retry")
+        except LeaseLost:
+            return Response(
+                409, "lease_lost", "another attempt took over this run; result not recorded"
+            )
+        except StoreUnavailable as exc:
+            return store_response(exc, "could not record the outcome")
