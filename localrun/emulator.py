@@ -133,9 +133,12 @@ def _wait_ready(emulator: FirestoreEmulator, deadline_s: float) -> bool:
 
 
 def start_emulator(
-    project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 60.0
+    project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 180.0
 ) -> FirestoreEmulator:
     """Start an emulator on 127.0.0.1 and wait until it answers.
+
+    The limit is generous (the JVM starts slowly on a loaded machine); an emulator
+    that exits while starting fails at once.
 
     Without a `port`, a free one is picked; if another process takes it before
     the emulator binds it (parallel test workers start emulators at once), the
