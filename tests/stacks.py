@@ -3,9 +3,10 @@
 Tests that check what a team deploys parametrize over every `Pulumi.<stack>.yaml`
 beside Pulumi.yaml, so a team that deletes the example stack and adds its own
 gets its own checked. Tests of the machinery itself never read those files, nor
-handler/jobs.py: they use the fixture stack (tests/localrun/stack, the
-template's example jobs) and a project copy whose jobs module defines its jobs,
-so they stay green whatever stack and jobs a team puts in the repo.
+handler/jobs.py: they use the fixture stack (tests/fixture_project, a copy of
+the template's example stack) and a project copy whose jobs module defines its
+jobs, so they stay green whatever stack and jobs a team puts in the repo. (The
+demo's tests have their own, tests/localrun/stack.)
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from offline.stack_file import read_project_name, read_stack_values, stack_file,
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO_STACKS = tuple(stack_names(REPO_ROOT))
-# Three jobs in three time zones, retries from none to five, deadlines from 2 to 15 minutes.
-FIXTURE_DIR = Path(__file__).resolve().parent / "localrun" / "stack"
-FIXTURE_STACK = "demo"
+# Three jobs in three time zones, retries from none to five, deadlines from 2 to 15 minutes;
+# it passes the policy pack with no violation, advisory ones included.
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixture_project"
+FIXTURE_STACK = "example"
 
 
 def repo_stack_file(stack: str) -> Path:

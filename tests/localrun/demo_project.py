@@ -8,14 +8,13 @@ three time zones, retries from none to five, deadlines from 2 to 15 minutes).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from dedup_schedule.config.model import ScheduleConfig
 from localrun.demo_stack import load_stack
-from tests.stacks import FIXTURE_DIR, FIXTURE_STACK
 
-# The machinery tests' fixture stack (tests/stacks.py).
-DEMO_PROJECT = FIXTURE_DIR
-DEMO_STACK = FIXTURE_STACK
+DEMO_PROJECT = Path(__file__).resolve().parent / "stack"
+DEMO_STACK = "demo"
 # The command-line form: `python -m localrun.demo *DEMO_ARGS`.
 DEMO_ARGS = ("--dir", str(DEMO_PROJECT), "--stack", DEMO_STACK, "--demo-jobs")
 

@@ -64,6 +64,7 @@ def test_ctrl_c_stops_everything_the_demo_started(firestore_emulator, tmp_path: 
         while "delivering" not in log.read_text() and time.monotonic() < deadline:
             assert demo.poll() is None, log.read_text()
             time.sleep(0.1)
+        assert "delivering" in log.read_text(), log.read_text()
         started = _children(demo.pid)
         assert len(started) == 2, started  # the emulator and the handler
         demo.send_signal(signal.SIGINT)
