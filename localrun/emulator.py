@@ -132,10 +132,27 @@ def _wait_ready(emulator: FirestoreEmulator, deadline_s: float) -> bool:
     return False
 
 
+def _warm_up(emulator: FirestoreEmulator, timeout_s: float) -> None:
+    """Read one document, so the emulator's first real call is not its slow first one.
+
+    A fresh emulator loads its Firestore engine on the first request (seconds on an
+    idle machine, far more on a loaded one): longer than the ledger's 8 s call
+    deadline allows. Any answer (404: no such document) means it has loaded.
+    """
+    url = (
+        f"{emulator.base_url}/v1/projects/{emulator.project}/databases/(default)/documents/warm/up"
+    )
+    with contextlib.suppress(urllib.error.HTTPError):
+        urllib.request.urlopen(url, timeout=timeout_s).close()
+
+
 def start_emulator(
-    project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 60.0
+    project: str = "demo-dedup", port: int | None = None, ready_timeout_s: float = 180.0
 ) -> FirestoreEmulator:
     """Start an emulator on 127.0.0.1 and wait until it answers.
+
+    The limit is generous (the JVM starts slowly on a loaded machine); an emulator
+    that exits while starting fails at once.
 
     Without a `port`, a free one is picked; if another process takes it before
     the emulator binds it (parallel test workers start emulators at once), the
@@ -145,6 +162,7 @@ def start_emulator(
     for attempt in range(1, _PORT_ATTEMPTS + 1):
         emulator = _spawn_emulator(jar, project, port or free_port())
         if _wait_ready(emulator, ready_timeout_s):
+            _warm_up(emulator, ready_timeout_s)
             return emulator
         emulator.stop()
         if port or attempt == _PORT_ATTEMPTS or "BindException" not in emulator.log():

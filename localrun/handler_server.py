@@ -50,7 +50,7 @@ def start_handler(
     source: Path = HANDLER_DIR / "main.py",
     target: str = "handle_scheduled_job",
     extra_pythonpath: tuple[Path, ...] = (REPO_ROOT,),
-    ready_timeout_s: float = 60.0,
+    ready_timeout_s: float = 180.0,
 ) -> HandlerServer:
     """Start functions-framework on a free loopback port with `env` on top of ours.
 
@@ -58,6 +58,8 @@ def start_handler(
     (`main` and the default `jobs` are top-level there). `extra_pythonpath` lets a
     jobs module that is not installed (a test's, under `tests/`) be named in
     DEDUP_JOBS_MODULE; the repository's packages come from the editable install.
+    The start-up limit is generous (a loaded machine imports slowly); a handler
+    that exits while starting fails at once.
     """
     port = free_port()
     pythonpath = [str(source.parent), *(str(p) for p in extra_pythonpath)]

@@ -35,6 +35,6 @@ def run_ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
         env={"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "ignore", **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         check=False,
     )

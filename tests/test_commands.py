@@ -5,33 +5,38 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.stacks import ANY_STACK, REPO_ROOT
-
-
-def _module(*args: str) -> list[str]:
-    return [sys.executable, "-m", *args, "--dir", str(REPO_ROOT), "--stack", ANY_STACK]
+from tests.stacks import FIXTURE_STACK, REPO_ROOT, machinery_project
 
 
-def test_plan_piped_into_head_ends_quietly() -> None:
-    plan = subprocess.Popen(
-        _module("offline.plan"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT
-    )
+def _module(module: str, project: Path) -> list[str]:
+    return [sys.executable, "-m", module, "--dir", str(project), "--stack", FIXTURE_STACK]
+
+
+def test_plan_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    command = _module("offline.plan", machinery_project(tmp_path))
+    plan = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT)
     assert plan.stdout is not None and plan.stderr is not None
     first = plan.stdout.readline()
     plan.stdout.close()  # what `head -1` does once it has its line
     stderr = plan.stderr.read().decode()
-    assert plan.wait(timeout=120) == 0, stderr
-    assert first.startswith(f"Plan for stack {ANY_STACK!r}".encode())
+    assert plan.wait(timeout=240) == 0, stderr
+    assert first.startswith(f"Plan for stack {FIXTURE_STACK!r}".encode())
     assert "BrokenPipeError" not in stderr and "Traceback" not in stderr
 
 
-def test_plan_and_policy_check_count_the_same_resources() -> None:
+def test_plan_and_policy_check_count_the_same_resources(tmp_path: Path) -> None:
+    project = machinery_project(tmp_path)
     plan = subprocess.run(
-        _module("offline.plan"), capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+        _module("offline.plan", project), capture_output=True, text=True, timeout=240, cwd=REPO_ROOT
     )
     check = subprocess.run(
-        _module("offline.policy_check"), capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+        _module("offline.policy_check", project),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO_ROOT,
     )
     planned = re.search(r"^(\d+) resources: (\d+) provider resources", plan.stdout, re.MULTILINE)
     checked = re.search(r": (\d+) resources$", check.stdout, re.MULTILINE)

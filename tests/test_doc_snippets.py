@@ -54,7 +54,7 @@ def test_snippet_is_a_lint_clean_jobs_module(name: str, code: str, tmp_path: Pat
             [sys.executable, "-m", "ruff", *check, "--no-cache", "--config", config, str(path)],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=180,
         )
         assert result.returncode == 0, f"{name}: ruff {check[0]}\n{result.stdout}{result.stderr}"
     assert _job_ids(name, path), f"{name} registers no job"

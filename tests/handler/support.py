@@ -266,32 +266,32 @@ class Takeover:
         """
         if ctx.attempt_id == "attempt-1":
             self.stalled.set()
-            self.resume.wait(10)
+            self.resume.wait(60)
             return True
         self.takeover_inside.set()
-        self.takeover_done.wait(10)
+        self.takeover_done.wait(60)
         return False
 
     def run_until_late_answer(self, app: App) -> Response:
         """Deliver, let the lease run out, deliver again, then let the late attempt answer."""
         first = threading.Thread(target=lambda: self.answers.setdefault("late", deliver(app)))
         first.start()
-        assert self.stalled.wait(10)
+        assert self.stalled.wait(60)
         self.clock.advance(seconds=(app.settings.lease + MAX_CLOCK_SKEW).total_seconds())
         self._newer = threading.Thread(
             target=lambda: self.answers.setdefault("newer", deliver(app))
         )
         self._newer.start()
-        assert self.takeover_inside.wait(10)
+        assert self.takeover_inside.wait(60)
         self.resume.set()
-        first.join(10)
+        first.join(60)
         return self.answers["late"]
 
     def finish(self) -> Response:
         """Let the newer attempt end its work and return its answer."""
         assert self._newer is not None, "call run_until_late_answer first"
         self.takeover_done.set()
-        self._newer.join(10)
+        self._newer.join(60)
         return self.answers["newer"]
 
 
@@ -307,5 +307,5 @@ def start_main(**env: str) -> subprocess.CompletedProcess[str]:
         env=os.environ | {"PYTHONWARNINGS": "ignore"} | env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
     )

@@ -112,15 +112,15 @@ def test_duplicate_while_the_first_attempt_runs_answers_409(firestore_store, clo
 
     def slow(ctx) -> None:
         inside.set()
-        release.wait(10)
+        release.wait(60)
 
     app = make_app(firestore_store, {JOB: slow}, clock)
     first = threading.Thread(target=lambda: answers.append(deliver(app)))
     first.start()
-    assert inside.wait(10)
+    assert inside.wait(60)
     duplicate = deliver(app)
     release.set()
-    first.join(10)
+    first.join(60)
     assert (duplicate.status, duplicate.outcome) == (409, "duplicate_in_progress")
     assert answers[0].status == 200
 

@@ -252,11 +252,11 @@ def test_catch_up_and_a_late_scheduler_retry_run_each_missed_run_exactly_once(fi
     answers: dict[str, Any] = {}
 
     def late_retry(when: datetime) -> None:
-        start.wait(10)
+        start.wait(60)
         answers[stamp(when)] = deliver(app, scheduler_headers(job="etl", schedule_time=stamp(when)))
 
     def audit_delivery() -> None:
-        start.wait(10)
+        start.wait(60)
         answers["audit"] = deliver(
             app, scheduler_headers(job=AUDIT_JOB_ID, schedule_time=stamp(T0))
         )

@@ -86,7 +86,7 @@ def test_fresh_deploy_reports_nothing_before_the_first_audit_and_8_audits_agree(
         # Each audit's clock reads a little differently, as on separate instances.
         own_clock = lambda: clock() + timedelta(milliseconds=offset_ms)  # noqa: E731
         audit = audit_of(firestore_store, app, config, seen, clock=own_clock)
-        start.wait(10)
+        start.wait(60)
         reports.append(audit.run(timedelta(hours=6)))
 
     threads = [threading.Thread(target=audit_once, args=(index,)) for index in range(8)]

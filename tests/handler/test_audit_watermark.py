@@ -134,7 +134,7 @@ class _RacingMarks(LedgerMarks):
         self._barrier = barrier
 
     def save(self, marks):  # type: ignore[no-untyped-def]
-        self._barrier.wait(30)
+        self._barrier.wait(120)
         return super().save(marks)
 
 

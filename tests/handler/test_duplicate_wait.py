@@ -71,7 +71,7 @@ class Holder:
         self.runs += 1
         if self.runs == 1:
             self.inside.set()
-            assert self.go.wait(10)
+            assert self.go.wait(60)
             if self.fail_with is not None:
                 raise self.fail_with
 
@@ -83,13 +83,13 @@ class Holder:
 
         self._thread = threading.Thread(target=first)
         self._thread.start()
-        assert self.inside.wait(10)
+        assert self.inside.wait(60)
 
     def finish(self) -> None:
         """Let the job end and wait until its outcome is recorded."""
         assert self._thread is not None
         self.go.set()
-        self._thread.join(10)
+        self._thread.join(60)
         assert not self._thread.is_alive()
 
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dedup_schedule.config.capacity import capacity, overlapping_runs, run_span_s
 from dedup_schedule.config.parser import parse_config
 from offline.stack_file import read_project_name, read_stack_values
-from tests.stacks import ANY_STACK, REPO_STACKS
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.stacks import FIXTURE_DIR, REPO_ROOT, REPO_STACKS, fixture_values
 
 
-def _stack(stack: str = ANY_STACK, **overrides: object) -> dict[str, object]:
-    values = read_stack_values(REPO, stack)
-    return values | {f"scheduler-dedup:{key}": value for key, value in overrides.items()}
+def _stack(**overrides: object) -> dict[str, object]:
+    """The fixture stack with some of its settings changed."""
+    return fixture_values() | {f"scheduler-dedup:{key}": value for key, value in overrides.items()}
 
 
 @pytest.mark.parametrize("stack", REPO_STACKS)
@@ -25,7 +21,7 @@ def test_every_stack_of_the_repo_serves_twice_what_its_jobs_can_have_in_flight(
 ) -> None:
     # The plan's own verdict, whatever the stack's jobs: a team's stack may well have
     # runs whose retry window outlasts their interval (see the test below).
-    config = parse_config(_stack(stack), read_project_name(REPO))
+    config = parse_config(read_stack_values(REPO_ROOT, stack), read_project_name(REPO_ROOT))
     found = capacity(config)
     assert found.serves == config.max_instances * config.concurrency
     assert found.holds and found.serves >= 2 * found.in_flight
@@ -42,7 +38,7 @@ def test_a_retry_window_longer_than_the_interval_counts_every_run_it_spans() -> 
         "attemptDeadline": "300s",
         "retry": {"retryCount": 2},
     }
-    config = parse_config(_stack(jobs=[job]), read_project_name(REPO))
+    config = parse_config(_stack(jobs=[job]), read_project_name(FIXTURE_DIR))
     (parsed,) = config.jobs
     span = run_span_s(parsed, config.request_timeout_s)
     assert span > 900
@@ -53,7 +49,7 @@ def test_a_retry_window_longer_than_the_interval_counts_every_run_it_spans() -> 
 
 
 def test_one_request_per_instance_is_reported_short() -> None:
-    config = parse_config(_stack(concurrency=1), read_project_name(REPO))
+    config = parse_config(_stack(concurrency=1), read_project_name(FIXTURE_DIR))
     found = capacity(config)
     assert not found.holds
     assert "SHORT: raise concurrency" in found.summary()
@@ -64,7 +60,7 @@ def test_runs_that_outlast_the_interval_count_once_each() -> None:
     assert overlapping_runs("*/5 * * * *", 899) == 3
     assert overlapping_runs("*/5 * * * *", 300) == 1
     assert overlapping_runs("0 9 * * 1-5", 3600) == 1
-    config = parse_config(_stack(), read_project_name(REPO))
+    config = parse_config(_stack(), read_project_name(FIXTURE_DIR))
     job = config.jobs[0]
     assert run_span_s(job, config.request_timeout_s) == (
         job.retry_window_s + config.request_timeout_s - job.attempt_deadline_s

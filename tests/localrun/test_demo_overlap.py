@@ -116,18 +116,18 @@ def test_the_gate_sends_the_skipped_run_once_the_holder_started_and_the_next_aft
     time.sleep(0.3)
     assert sent == []  # all wait for the earlier run
     gate.after(earlier)
-    threads[2].join(5)
+    threads[2].join(60)
     time.sleep(0.3)
     assert sent == [holder.label]  # the skipped run waits for the holder's start
     append_event(events, ExecutionEvent(holder.label, "h", "start", None, time.time()))
-    threads[1].join(5)
+    threads[1].join(60)
     assert sent == [holder.label, skipped.label]
     gate.after(skipped)
     assert answered.exists()  # the holder's work may end
     time.sleep(0.3)
     assert len(sent) == 2  # the later run waits for the holder to end
     gate.after(holder)
-    threads[0].join(5)
+    threads[0].join(60)
     assert sent[-1] == later.label
     stop.set()
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.clitools import run_module
-from tests.stacks import ANY_STACK, REPO_STACKS
+from tests.stacks import FIXTURE_STACK, REPO_STACKS, machinery_project
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE_PARTS = ("Pulumi.yaml", f"Pulumi.{ANY_STACK}.yaml", "infra", "handler")
 
 
 def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,17 +25,8 @@ def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def template(tmp_path: Path) -> Path:
-    """A copy of the Pulumi project (program, stack file, handler source), outside the repo."""
-    project = tmp_path / "my-schedule"
-    project.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "venv")
-    for part in TEMPLATE_PARTS:
-        source = REPO_ROOT / part
-        if source.is_dir():
-            shutil.copytree(source, project / part, ignore=ignore)
-        else:
-            shutil.copy2(source, project / part)
-    return project
+    """A copy of the Pulumi project with the fixture stack, outside the repo."""
+    return machinery_project(tmp_path)
 
 
 def add_resource(template: Path, declaration: str) -> None:
@@ -63,9 +53,9 @@ def test_every_stack_of_the_repo_passes(stack: str) -> None:
 
 def test_copied_template_with_a_public_invoker_fails(template: Path) -> None:
     add_resource(template, public_invoker("allUsers"))
-    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
+    result = policy_check("--dir", str(template), "--stack", FIXTURE_STACK)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"[mandatory] run-no-public-invoker: urn:pulumi:{ANY_STACK}::" in result.stdout
+    assert f"[mandatory] run-no-public-invoker: urn:pulumi:{FIXTURE_STACK}::" in result.stdout
     assert "ServiceIamMember::wide-open" in result.stdout
     assert "allUsers is granted roles/run.invoker" in result.stdout
     assert "policy check FAILED: 1 mandatory" in result.stdout
@@ -75,7 +65,7 @@ def test_stack_with_its_own_header_names_passes(template: Path) -> None:
     # The pack takes the header names from what the stack declares (the handler's
     # DEDUP_PROJECT_HEADER, the jobs' headers), so this option needs no pack config.
     stack_file = template / "Pulumi.tenant.yaml"
-    text = (template / f"Pulumi.{ANY_STACK}.yaml").read_text()
+    text = (template / f"Pulumi.{FIXTURE_STACK}.yaml").read_text()
     stack_file.write_text(text.rstrip() + "\n  scheduler-dedup:projectHeader: X-Proj\n")
     result = policy_check("--dir", str(template), "--stack", "tenant")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -86,7 +76,7 @@ def test_pack_config_changes_a_setting_of_a_copied_template(template: Path) -> N
     config = template / "policy-config.json"
     config.write_text(json.dumps({"scheduler-attempt-deadline": {"maxSeconds": 60}}))
     failed = policy_check(
-        "--dir", str(template), "--stack", ANY_STACK, "--policy-pack-config", str(config)
+        "--dir", str(template), "--stack", FIXTURE_STACK, "--policy-pack-config", str(config)
     )
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "[mandatory] scheduler-attempt-deadline" in failed.stdout
@@ -101,7 +91,7 @@ def test_advisory_only_exits_zero(template: Path) -> None:
         "gcp.projects.IAMMember('viewer', project='p', role='roles/viewer', member='user:a@b')",
     )
     result = policy_check(
-        "--dir", str(template), "--stack", ANY_STACK, "--policy-pack-config", str(config)
+        "--dir", str(template), "--stack", FIXTURE_STACK, "--policy-pack-config", str(config)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[advisory] iam-no-primitive-roles" in result.stdout
@@ -131,7 +121,7 @@ def test_broken_program_is_a_short_block_with_its_line_not_a_traceback(template:
     program = template / "infra" / "__main__.py"
     program.write_text(program.read_text() + "\nraise RuntimeError('boom in the program')\n")
     lines = len(program.read_text().splitlines())
-    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
+    result = policy_check("--dir", str(template), "--stack", FIXTURE_STACK)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: the program failed: RuntimeError: boom in the program",
@@ -150,7 +140,7 @@ def test_first_preview_of_every_stack_has_no_mandatory_violation(stack: str) -> 
 
 def test_first_preview_still_catches_a_public_invoker(template: Path) -> None:
     add_resource(template, public_invoker("allAuthenticatedUsers"))
-    result = policy_check("--dir", str(template), "--stack", ANY_STACK, "--preview")
+    result = policy_check("--dir", str(template), "--stack", FIXTURE_STACK, "--preview")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[mandatory] run-no-public-invoker" in result.stdout
 
@@ -162,6 +152,6 @@ def test_a_project_with_its_own_pack_uses_it(template: Path) -> None:
     module.write_text(
         module.read_text().replace('PACK_NAME = "gcp-scheduler-dedup"', 'PACK_NAME = "my-pack"')
     )
-    result = policy_check("--dir", str(template), "--stack", ANY_STACK)
+    result = policy_check("--dir", str(template), "--stack", FIXTURE_STACK)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"policy pack my-pack ({pack})")

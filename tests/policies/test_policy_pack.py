@@ -32,7 +32,7 @@ def _import_every_pack_module(prelude: str) -> int:
         cwd=DEFAULT_PACK_DIR,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -260,7 +260,7 @@ class Servers:
         self.started: list[HandlerServer] = []
 
     def start(self, env: Mapping[str, str]) -> HandlerServer:
-        server = start_handler(env, ready_timeout_s=60)
+        server = start_handler(env)
         self.started.append(server)
         return server
 

@@ -203,7 +203,7 @@ def test_real_server_with_renewals_cut_off_is_overtaken_and_cannot_complete(
         other = servers.start(direct)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             pending = pool.submit(deliver, cut_off.url, headers, timeout_s=90)
-            wait_for((fault_dir / "reached-during").exists, 30, "A to start its work")
+            wait_for((fault_dir / "reached-during").exists, 60, "A to start its work")
             first = store.get(key)
             assert first is not None
             link.cut()

@@ -6,8 +6,10 @@ simultaneous deliveries of one new run. Every answer's latency is recorded. No
 fault is injected, so any 5xx is a failure; the jobs count their executions in
 a file the ledger never sees, and each run must have run exactly once.
 
-REL_LOAD_SECONDS (default 8) sets the duration; REL_LOAD_REPORT names a JSON
-file to write the measured numbers to (the README quotes such a run).
+REL_LOAD_SECONDS (default 8) sets the duration; on a loaded machine the load
+goes on past it until MIN_SAMPLES answers came back (at most HARD_LIMIT_S), so
+the test judges enough answers however slow the machine. REL_LOAD_REPORT names
+a JSON file to write the measured numbers to (the README quotes such a run).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from tests.reliability.relsupport import (
 CLIENTS = 6
 BURST_SIZE = 6
 DUPLICATE_SHARE = 0.3
+MIN_SAMPLES = 20
+HARD_LIMIT_S = 120
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def _key(run: tuple[str, str]) -> str:
 
 def _timed(url: str, run: tuple[str, str]) -> Sample:
     started = time.perf_counter()
-    reply = deliver(url, run_headers(*run), timeout_s=30)
+    reply = deliver(url, run_headers(*run), timeout_s=90)
     return Sample(_key(run), reply.status, str(reply.outcome), time.perf_counter() - started)
 
 
@@ -96,7 +100,7 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(420)
 def test_sustained_mixed_load_has_no_5xx_and_runs_every_run_once(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -106,35 +110,42 @@ def test_sustained_mixed_load_has_no_5xx_and_runs_every_run_once(
     samples: list[Sample] = []
     samples_lock = threading.Lock()
     stop_at = time.monotonic() + duration_s
+    hard_stop = time.monotonic() + max(duration_s, HARD_LIMIT_S)
     errors: list[BaseException] = []
 
     def keep(sample: Sample) -> None:
         with samples_lock:
             samples.append(sample)
 
+    def going() -> bool:
+        now = time.monotonic()
+        with samples_lock:
+            enough = len(samples) >= MIN_SAMPLES
+        return now < hard_stop and (now < stop_at or not enough)
+
     def client(seed: int) -> None:
         rng = random.Random(seed)
         try:
-            while time.monotonic() < stop_at:
+            while going():
                 keep(_timed(server.url, mix.pick(rng)))
         except BaseException as exc:  # reported after the join, with the others
             errors.append(exc)
 
     def bursts() -> None:
         try:
-            while time.monotonic() < stop_at:
+            while going():
                 run = mix.fresh()
                 gate = threading.Barrier(BURST_SIZE)
 
                 def one(run: tuple[str, str] = run, gate: threading.Barrier = gate) -> None:
-                    gate.wait(timeout=10)
+                    gate.wait(timeout=60)
                     keep(_timed(server.url, run))
 
                 wave = [threading.Thread(target=one) for _ in range(BURST_SIZE)]
                 for thread in wave:
                     thread.start()
                 for thread in wave:
-                    thread.join(timeout=40)
+                    thread.join(timeout=120)
                 time.sleep(0.25)
         except BaseException as exc:
             errors.append(exc)
@@ -145,13 +156,13 @@ def test_sustained_mixed_load_has_no_5xx_and_runs_every_run_once(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=duration_s + 60)
+        thread.join(timeout=max(duration_s, HARD_LIMIT_S) + 150)
     elapsed = time.monotonic() - started
     assert not errors, errors[:3]
     assert not any(thread.is_alive() for thread in threads)
 
     statuses = Counter((s.status, s.outcome) for s in samples)
-    assert len(samples) >= 20, statuses
+    assert len(samples) >= MIN_SAMPLES, statuses
     assert not [s for s in samples if s.status >= 500], statuses
     assert set(statuses) <= {
         (200, "completed"),

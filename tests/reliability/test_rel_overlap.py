@@ -36,7 +36,9 @@ from tests.reliability.relsupport import (
 
 JOB = "crash-probe"
 COLLECTION = "rel_overlap"
-LEASE_S = 2
+# Long enough that the holder is certainly alive when the next time is delivered, on a
+# loaded machine too (no heartbeat renews it); the test then waits it out once.
+LEASE_S = 20
 
 
 def skip_env(emulator: FirestoreEmulator, fault_dir: Path) -> dict[str, str]:
@@ -59,7 +61,7 @@ def skip_env(emulator: FirestoreEmulator, fault_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_a_served_skip_job_skips_while_running_and_runs_after_its_holder_died(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -70,21 +72,21 @@ def test_a_served_skip_job_skips_while_running_and_runs_after_its_holder_died(
     first = servers.start(env | {"REL_PAUSE_AT": "during"})
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(deliver, first.url, run_headers(JOB, first_time))
-        wait_for((fault_dir / "reached-during").exists, 30, "the first run to be inside its work")
+        wait_for((fault_dir / "reached-during").exists, 60, "the first run to be inside its work")
         skipped = deliver(first.url, run_headers(JOB, second_time))
         assert (skipped.status, skipped.outcome) == (200, "overlap_skipped")
         record = store.get(probe_key(JOB, second_time)).record
         assert (record.status, record.yielded_to) == (Status.SKIPPED, probe_key(JOB, first_time))
         first.kill()  # the holder dies mid-run
         with pytest.raises((ConnectionError, http.client.HTTPException)):
-            pending.result(timeout=30)
+            pending.result(timeout=60)
 
     second = servers.start(env)
     dead = store.get(probe_key(JOB, first_time)).record
     # The dead holder counts as running until its lease (plus the skew margin) is over.
     wait_for(
         lambda: datetime.now(UTC) > dead.lease_expires + MAX_CLOCK_SKEW + timedelta(seconds=0.5),
-        30,
+        LEASE_S + 60,
         "the dead holder's lease to run out",
     )
     third = deliver(second.url, run_headers(JOB, third_time))

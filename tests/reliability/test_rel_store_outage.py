@@ -78,7 +78,7 @@ def _port(emulator: FirestoreEmulator) -> int:
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(280)
 def test_emulator_stopped_before_the_claim_then_back_runs_the_work_once(
     own_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -93,7 +93,7 @@ def test_emulator_stopped_before_the_claim_then_back_runs_the_work_once(
 
     back = start_emulator(port=_port(own_emulator))
     try:
-        refused, done = _until_2xx(server.url, headers, limit_s=60)
+        refused, done = _until_2xx(server.url, headers, limit_s=120)
         # The client may need a few rounds to reconnect; it answers 503 meanwhile. A claim
         # that landed while its answer timed out is given up by its holder, and a delivery
         # inside the clock-skew margin after that meets it in progress: 409, still retryable.
@@ -111,7 +111,7 @@ def test_emulator_stopped_before_the_claim_then_back_runs_the_work_once(
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(280)
 def test_emulator_stopped_during_the_work_answers_5xx_never_2xx(
     own_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -120,11 +120,11 @@ def test_emulator_stopped_during_the_work_answers_5xx_never_2xx(
     server = servers.start(env | {"REL_PAUSE_AT": "during"})
     headers = run_headers("crash-probe", schedule_time_now())
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(deliver, server.url, headers, timeout_s=60)
-        wait_for((fault_dir / "reached-during").exists, 30, "the job to start its work")
+        pending = pool.submit(deliver, server.url, headers, timeout_s=120)
+        wait_for((fault_dir / "reached-during").exists, 60, "the job to start its work")
         own_emulator.stop()
         (fault_dir / "release-during").touch()
-        reply = pending.result(timeout=60)
+        reply = pending.result(timeout=120)
     assert (reply.status, reply.outcome) == (503, "store_unavailable")
     assert "could not record the outcome" in reply.body["message"]
     assert len(completed_work(fault_dir)) == 1
@@ -132,7 +132,7 @@ def test_emulator_stopped_during_the_work_answers_5xx_never_2xx(
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(280)
 def test_network_cut_during_the_work_then_restored_completes_exactly_once(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -144,15 +144,15 @@ def test_network_cut_during_the_work_then_restored_completes_exactly_once(
         )
         server = servers.start(env | {"REL_PAUSE_AT": "during"})
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            pending = pool.submit(deliver, server.url, headers, timeout_s=60)
-            wait_for((fault_dir / "reached-during").exists, 30, "the job to start its work")
+            pending = pool.submit(deliver, server.url, headers, timeout_s=120)
+            wait_for((fault_dir / "reached-during").exists, 60, "the job to start its work")
             link.cut()
             duplicate = deliver(server.url, headers)
             # A duplicate during the outage cannot read the ledger: 5xx, and no work.
             assert (duplicate.status, duplicate.outcome) == (503, "store_unavailable")
             link.restore()
             (fault_dir / "release-during").touch()
-            reply = pending.result(timeout=60)
+            reply = pending.result(timeout=120)
         assert (reply.status, reply.outcome) == (200, "completed")
         again = deliver(server.url, headers)
         assert (again.status, again.outcome) == (200, "duplicate_completed")
@@ -163,7 +163,7 @@ def test_network_cut_during_the_work_then_restored_completes_exactly_once(
 
 
 @pytest.mark.firestore
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(280)
 def test_network_cut_at_completion_gives_5xx_then_the_retry_completes_the_run(
     clean_emulator: FirestoreEmulator, fault_dir: Path, servers: Servers
 ) -> None:
@@ -181,17 +181,17 @@ def test_network_cut_at_completion_gives_5xx_then_the_retry_completes_the_run(
         )
         server = servers.start(env | {"REL_PAUSE_AT": "after_work"})
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(deliver, server.url, headers, timeout_s=60)
-            wait_for((fault_dir / "reached-after_work").exists, 30, "the work to finish")
+            pending = pool.submit(deliver, server.url, headers, timeout_s=120)
+            wait_for((fault_dir / "reached-after_work").exists, 60, "the work to finish")
             link.cut()
             (fault_dir / "release-after_work").touch()
-            reply = pending.result(timeout=60)
+            reply = pending.result(timeout=120)
         assert (reply.status, reply.outcome) == (503, "store_unavailable")
         left = store.get(key)
         assert left is not None and left.record.status is Status.IN_PROGRESS
         link.restore()
         retry_server = servers.start(env)
-        refused, done = _until_2xx(retry_server.url, headers, limit_s=60)
+        refused, done = _until_2xx(retry_server.url, headers, limit_s=120)
         assert done.outcome == "completed"
         assert all(r.status in (409, 503) for r in refused)
     record = store.get(key)
