@@ -22,10 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from zoneinfo import ZoneInfo
 
+from localrun.simulation.instants import listed
 from localrun.simulation.oracle import History, Violation
-from runledger.audit.expected import schedule_instants
 from runledger.delivery.identify import run_key
 from runledger.facts import (
     OUTCOME_JOB_DRIFTED,
@@ -50,14 +49,14 @@ def expected_times(
     jobs: Sequence[tuple[str, str, str]], start: datetime, end: datetime, project: str, region: str
 ) -> list[Expected]:
     """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them."""
-    listed = []
+    times = []
     for job, schedule, zone in jobs:
-        for instants in schedule_instants(schedule, ZoneInfo(zone), start, end):
+        for instants in listed(schedule, zone, start, end):
             if instants[0] <= start:
                 continue  # sent from the start on: a repeated wall time whose first is the start
             keys = tuple(run_key(job, at, project, region, manual=False) for at in instants)
-            listed.append(Expected(job, instants, keys))
-    return listed
+            times.append(Expected(job, instants, keys))
+    return times
 
 
 def _within(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:

@@ -15,11 +15,19 @@ own clock.
 
 from __future__ import annotations
 
+import _thread
 import heapq
 import itertools
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
+
+
+def _baton() -> _thread.LockType:
+    """A lock held until another thread releases it: the cheapest hand-over between threads."""
+    lock = _thread.allocate_lock()
+    lock.acquire()
+    return lock
 
 
 class Killed(BaseException):  # noqa: N818 - not an error: the instance is gone
@@ -36,7 +44,8 @@ class Task:
         self.killed = False
         self.done = False
         self.cut_until: datetime | None = None  # its instance cannot reach the store until then
-        self._turn = threading.Semaphore(0)
+        self.saved = False  # it wrote an audit's watermarks (`store.FaultPlan.crash_after_save`)
+        self._turn = _baton()
 
     def kill(self) -> None:
         self.killed = True
@@ -49,7 +58,7 @@ class Loop:
         self.now = start
         self._events: list[tuple[datetime, int, Callable[[], None]]] = []
         self._order = itertools.count()
-        self._back = threading.Semaphore(0)
+        self._back = _baton()
         self.current: Task | None = None
         self.crashes: list[str] = []
         self._tasks: list[Task] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from localrun.simulation.instants import listed
 from localrun.simulation.scenario import Action, Scenario, moment
 from localrun.simulation.world import World
 
@@ -30,7 +31,7 @@ def draw(scenario: Scenario) -> None:
         scenario.actions.append((when, action))
         scenario.notes.append(f"{when:%H:%M:%S} {note}")
 
-    if rng.random() < 0.6:
+    if "pause_evidence" in features and rng.random() < 0.6:
         job = rng.choice(user)
         at = moment(rng, start, end - timedelta(minutes=30))
         short = "pause_evidence" in features and rng.random() < 0.5
@@ -39,7 +40,8 @@ def draw(scenario: Scenario) -> None:
         add(at + length, f"console resume {job}", _console_pause(job, False, features))
     if rng.random() < 0.4:
         job = rng.choice(user)
-        at = moment(rng, start, end - timedelta(minutes=40))
+        begin = start if "pause_evidence" in features else after_repeated_hour(scenario)
+        at = moment(rng, begin, end - timedelta(minutes=40))
         add(at, f"stack pauses {job} (deploy)", _stack_pause(job, True, features))
         if "stack_unpause" in features:
             back = at + timedelta(minutes=rng.randint(15, 60))
@@ -68,6 +70,18 @@ def draw(scenario: Scenario) -> None:
             _backfill(job, first, last, failed))  # fmt: skip
     scenario.actions.sort(key=lambda item: item[0])
     scenario.notes.sort()
+
+
+def after_repeated_hour(scenario: Scenario) -> datetime:
+    """The start, or the end of the hour the clocks repeat in the window (its second pass)."""
+    zones = {job.time_zone for job in scenario.jobs}
+    repeated = [
+        instants[-1]
+        for zone in zones
+        for instants in listed("* * * * *", zone, scenario.start, scenario.end)
+        if len(instants) > 1
+    ]
+    return max(repeated, default=scenario.start)
 
 
 def _console_pause(job: str, paused: bool, features: frozenset[str]) -> Action:

@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from runledger.delivery.identify import parse_schedule_time
+from runledger.facts import OUTCOME_AUDIT_SUMMARY
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
 
 Moment = tuple[str, datetime]  # (job, schedule time): what a trace is about
@@ -66,6 +68,7 @@ class History:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
         self.records: dict[str, list[tuple[datetime, RunRecord | None]]] = defaultdict(list)
         self.findings: list[tuple[datetime, str, datetime | None, str, Any]] = []
+        self._unsummed: list[tuple[datetime, str, datetime | None, str, Any]] = []
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
@@ -123,7 +126,8 @@ class History:
         if record is None:
             return
         if before is not None and before.status != record.status:
-            if before.status in FINAL_STATUSES and not before.is_expired(now):
+            released = before.status is Status.FAILED and record.status is Status.RELEASED
+            if before.status in FINAL_STATUSES and not released and not before.is_expired(now):
                 self.violations.append(
                     Violation(record.job, record.schedule_time, "final record changed",
                               f"{before.status.value} ({before.attempt_id}) became "
@@ -140,17 +144,34 @@ class History:
                   f"{', manual' if record.manual else ''}")  # fmt: skip
 
     def finding_line(self, now: datetime, text: str) -> None:
+        """An audit's finding line, or its summary: the findings it judged at its window's end.
+
+        Finding lines come before their summary, and a catch-up runs before its
+        finding's line, so a finding is dated by the summary's window_end, the
+        audit's own start (less the skew its instance's clock may have).
+        """
         for line in text.splitlines():
             entry = json.loads(line)
+            if entry.get("outcome") == OUTCOME_AUDIT_SUMMARY:
+                judged = parse_schedule_time(entry["window_end"]) - MAX_CLOCK_SKEW
+                for _, job, when, outcome, catch_up in self._unsummed:
+                    self.findings.append((judged, job, when, outcome, catch_up))
+                self._unsummed.clear()
+                continue
             outcome = entry.get("outcome", "")
             stamp = entry.get("schedule_time")
             when = None if stamp is None else parse_schedule_time(stamp)
-            self.findings.append((now, entry.get("job", ""), when, outcome, entry.get("catch_up")))
+            self._unsummed.append((now, entry.get("job", ""), when, outcome, entry.get("catch_up")))
             if when is not None:
                 self.note(entry.get("job", ""), when, now,
                           f"audit finding {outcome}, catch-up: {entry.get('catch_up')}")  # fmt: skip
             else:
                 self.event(now, f"audit finding {outcome} for job {entry.get('job')}")
+
+    def settle(self) -> None:
+        """The seed's end: findings of an audit that never logged its summary count as logged."""
+        self.findings.extend(self._unsummed)
+        self._unsummed.clear()
 
     def intent(self, job: str, now: datetime, paused: bool) -> None:
         self.intents[job].append((now, paused))

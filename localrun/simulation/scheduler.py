@@ -18,10 +18,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
+from localrun.simulation import instants
 from localrun.simulation.clock import Loop
-from runledger.audit.expected import schedule_instants
 from runledger.facts import RetryPolicy
 
 # Sends one delivery (job, stamped time or None, forced) and calls back with its status.
@@ -68,7 +67,7 @@ class CloudScheduler:
     def _plan(self, job: LiveJob, start: datetime, end: datetime) -> None:
         job.generation += 1
         # A wall time the clocks repeat is sent once, stamped with its first instant.
-        listed = schedule_instants(job.schedule, ZoneInfo(job.time_zone), start, end)
+        listed = instants.listed(job.schedule, job.time_zone, start, end)
         job.plan = [instants[0] for instants in listed if instants[0] > start]
         for index, at in enumerate(job.plan):
             self._loop.at(at, lambda i=index, g=job.generation: self._fire(job, i, g))

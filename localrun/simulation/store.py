@@ -34,6 +34,7 @@ _RUN_WRITES = {
     "update_slotted": (0,),
 }
 _AUDIT_WRITES = frozenset({"create_epoch", "replace_epoch", "create_shard", "replace_shard"})
+_SAVES = frozenset({"create_shard", "replace_shard"})  # an audit's watermarks written
 FAULTS = ("fail", "lost", "kill_before", "kill_after")
 
 
@@ -49,6 +50,9 @@ class FaultPlan:
     # The chance that a call cuts its instance off from the store for a while.
     partition_rate: float = 0.0
     quiet_until: datetime | None = None  # no faults before: the first audit records epochs
+    # Whether an audit that saved its watermarks may still die or lose its lease before it
+    # logs its findings (the class `audit_crash_after_save` holds back).
+    crash_after_save: bool = True
     counts: dict[str, int] = field(default_factory=dict)
 
     def draw(self, now: datetime, name: str, write: bool) -> str | None:
@@ -103,9 +107,11 @@ class FaultyStore:
         """One store call at a step boundary; `run_keys`: the run records it writes."""
         task = self._loop.current
         now = self._loop.now
-        if task is not None and task.cut_until is not None and now < task.cut_until:
+        # An audit past its watermark write is spared while that class is held back.
+        spared = task is None or (task.saved and not self._plan.crash_after_save)
+        if not spared and task.cut_until is not None and now < task.cut_until:
             raise StoreUnavailable(f"simulated partition of this instance before {name}")
-        fault = None if task is None else self._plan.draw(now, name, write)
+        fault = None if spared else self._plan.draw(now, name, write)
         if fault == "partition" and task is not None:
             task.cut_until = now + timedelta(seconds=self._plan.rng.randint(30, 150))
             raise StoreUnavailable(f"simulated partition of this instance before {name}")
@@ -115,6 +121,8 @@ class FaultyStore:
             task.kill()
             raise Killed
         result = method(*args)
+        if task is not None and name in _SAVES:
+            task.saved = True
         for key in run_keys:
             found = self.inner.get(key)
             self._written(key, None if found is None else found.record)

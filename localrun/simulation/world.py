@@ -56,6 +56,7 @@ class World:
             scenario.spared,
             scenario.partition_rate,
             scenario.start + QUIET,
+            "audit_crash_after_save" in scenario.features,
         )
         self.inner = inner
         self.store = FaultyStore(inner, self.loop, self.faults, self._written)
@@ -250,6 +251,7 @@ class World:
                 self.loop.at(when, lambda action=action: action(self))
             self.loop.run_until(self.scenario.settle)
             self.loop.drain()
+        self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
 
 
@@ -279,6 +281,6 @@ class _FindingLines(io.TextIOBase):
         self._loop = loop
 
     def write(self, text: str) -> int:
-        if '"outcome": "run_' in text or '"outcome": "job_' in text:
+        if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._history.finding_line(self._loop.now, text)
         return len(text)
