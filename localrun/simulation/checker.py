@@ -81,6 +81,8 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     """Every violation of the settled history: the history's own, then each time's."""
     violations = list(history.violations)
     violations += [Violation("-", None, "crash", crash) for crash in history.crashes]
+    if history.unsettled:
+        violations.append(Violation("-", None, "unsettled", "too few audits after the last time"))
     findings: dict[tuple[str, datetime], list[datetime]] = {}
     drifted: dict[str, list[datetime]] = {}
     for at, job, when, outcome, _ in history.findings:

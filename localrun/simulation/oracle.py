@@ -75,6 +75,8 @@ class History:
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
+        self.summaries: list[datetime] = []  # each audit summary's judging time
+        self.unsettled = False
         self.crashes: list[str] = []
 
     # -- what the world reports --
@@ -154,6 +156,7 @@ class History:
             entry = json.loads(line)
             if entry.get("outcome") == OUTCOME_AUDIT_SUMMARY:
                 judged = parse_schedule_time(entry["window_end"]) - MAX_CLOCK_SKEW
+                self.summaries.append(judged)
                 for _, job, when, outcome, catch_up in self._unsummed:
                     self.findings.append((judged, job, when, outcome, catch_up))
                 self._unsummed.clear()
@@ -167,6 +170,9 @@ class History:
                           f"audit finding {outcome}, catch-up: {entry.get('catch_up')}")  # fmt: skip
             else:
                 self.event(now, f"audit finding {outcome} for job {entry.get('job')}")
+
+    def summaries_since(self, moment: datetime) -> int:
+        return sum(1 for judged in self.summaries if judged >= moment)
 
     def settle(self) -> None:
         """The seed's end: findings of an audit that never logged its summary count as logged."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from runledger.config import ManualRuns, Settings
 from runledger.facts import RetryPolicy
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 if TYPE_CHECKING:
     from localrun.simulation.world import World
@@ -92,7 +93,7 @@ class Scenario:
     rng: random.Random
     start: datetime
     end: datetime  # the last scheduled time judged
-    settle: datetime  # the world runs to here: see docs/reliability.md, "settled"
+    settle: datetime  # every time's last attempt is over: see docs/reliability.md, "settled"
     jobs: list[SimJob]
     audit: SimJob
     features: frozenset[str]
@@ -149,13 +150,15 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     jobs = _jobs(rng, zone, features)
     audit = SimJob("sim-audit", AUDIT_EVERY, "UTC", "allow", False,
                    timedelta(minutes=5), RetryPolicy(retry_count=2, min_backoff_s=30), (0, 0))  # fmt: skip
-    # Settled: past the last time, its whole retry window, a lease and two audits more.
-    longest = max(job.retry.retry_window_s(job.deadline.total_seconds()) for job in jobs)
-    settle = end + timedelta(seconds=longest) + SETTINGS.lease + timedelta(minutes=35)
     outages = tuple(
         (at, at + timedelta(seconds=rng.choice((10, 60, 300, 1200, 2400))))
         for at in sorted(moment(rng, start, end) for _ in range(rng.randint(0, 2)))
     )
+    # Settled once every time's last attempt is over (its retry window and a lease past
+    # the end or the last outage) and then two audits have logged their summary.
+    longest = max(job.retry.retry_window_s(job.deadline.total_seconds()) for job in jobs)
+    quiet = max([end, *(until for _, until in outages)])
+    settle = quiet + timedelta(seconds=longest) + SETTINGS.lease + MAX_CLOCK_SKEW
     spared = set()
     if "lost_slotted_claim" not in features:
         spared.add(("claim_slotted", "lost"))

@@ -41,6 +41,9 @@ from runledger.sdk.context import RunContext
 STEP = timedelta(seconds=20)
 # No faults until the first audit has recorded every job's epoch.
 QUIET = timedelta(minutes=2)
+# Audits that must log their summary after every time settled, within SETTLE_CAP.
+SETTLING_AUDITS = 2
+SETTLE_CAP = timedelta(hours=3)
 
 
 class World:
@@ -67,6 +70,7 @@ class World:
         self._ids = itertools.count(1)
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
+        self.settle_cap = scenario.settle + SETTLE_CAP
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
@@ -243,13 +247,19 @@ class World:
                     user_update_time=self.scenario.start - timedelta(days=1),
                 )
                 if job is self.scenario.audit:  # from the start itself: it records the epochs
-                    begin, end = self.scenario.start - timedelta(seconds=1), self.scenario.settle
+                    begin, end = self.scenario.start - timedelta(seconds=1), self.settle_cap
                 else:
                     begin, end = self.scenario.start, self.scenario.end
                 self.scheduler.add(live, begin, end)
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
             self.loop.run_until(self.scenario.settle)
+            while self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+                if self.loop.now >= self.settle_cap:
+                    self.history.event(self.loop.now, "never settled: too few audits logged")
+                    self.history.unsettled = True
+                    break
+                self.loop.run_until(self.loop.now + timedelta(minutes=10))
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
