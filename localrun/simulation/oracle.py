@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.delivery.identify import parse_schedule_time
@@ -22,6 +22,8 @@ from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
 
+# How far one instance's clock may be off (`scenario.Scenario.skew`).
+INSTANCE_SKEW = timedelta(seconds=1)
 Moment = tuple[str, datetime]  # (job, schedule time): what a trace is about
 
 
@@ -135,6 +137,12 @@ class History:
                               f"{before.status.value} ({before.attempt_id}) became "
                               f"{record.status.value} ({record.attempt_id}) at {now:%H:%M:%S}")
                 )  # fmt: skip
+        if record.status is Status.SKIPPED and not self._holder_live(record, now):
+            self.violations.append(
+                Violation(record.job, record.schedule_time, "skipped for no run",
+                          f"recorded skipped at {now:%H:%M:%S} yielding to {record.yielded_to}, "
+                          "whose own record shows no live lease")
+            )  # fmt: skip
         if record.status is Status.SKIPPED and record.trigger == "backfill":
             self.violations.append(
                 Violation(record.job, record.schedule_time, "backfill recorded skipped",
@@ -144,6 +152,20 @@ class History:
                   f"record {record.status.value}: attempt {record.attempt_id}, "
                   f"trigger {record.trigger}, lease {record.lease_expires:%H:%M:%S}"
                   f"{', manual' if record.manual else ''}")  # fmt: skip
+
+    def _holder_live(self, record: RunRecord, now: datetime) -> bool:
+        """Whether the run a skip yielded to still held a live lease by its own record.
+
+        A dead holder's record keeps its lease until it runs out, so a skip then is
+        by design; a record that shows the lease over (given up, ended, finished)
+        while its job's slot still names it running is not. One instance's skew of
+        slack on top of the takeover margin.
+        """
+        for _, holder in reversed(self.records.get(record.yielded_to or "", [])):
+            if holder is not None:
+                live_until = holder.lease_expires + MAX_CLOCK_SKEW + INSTANCE_SKEW
+                return holder.status is Status.IN_PROGRESS and now < live_until
+        return False
 
     def finding_line(self, now: datetime, text: str) -> None:
         """An audit's finding line, or its summary: the findings it judged at its window's end.

@@ -99,6 +99,7 @@ class Scenario:
     features: frozenset[str]
     fault_rate: float
     partition_rate: float
+    lost_claims: float
     lost_answers: float
     duplicates: float
     operator_skew: timedelta
@@ -128,8 +129,8 @@ def _jobs(rng: random.Random, zone: str, features: frozenset[str]) -> list[SimJo
     return [
         SimJob("sync", "*/5 * * * *", zone, "allow", True, deadline(), _retry(rng, 3),
                (5, 90), 0.08, 0.02),
-        SimJob("skipper", "*/2 * * * *", zone, "skip", overlapping_catch_up, deadline(),
-               _retry(rng, 2), (20, 300), 0.05, 0.01),
+        SimJob("skipper", "* * * * *", zone, "skip", overlapping_catch_up, deadline(),
+               _retry(rng, 2), (20, 150), 0.05, 0.01),
         SimJob("delayer", "*/3 * * * *", "UTC", "delay", overlapping_catch_up, deadline(),
                _retry(rng, 5), (20, 240), 0.05, 0.01),
         SimJob("minutely", "* * * * *", zone, "allow", False, deadline(), _retry(rng, 1),
@@ -177,6 +178,7 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         features=features,
         fault_rate=rng.choice((0.0, 0.002, 0.01, 0.03)),
         partition_rate=rng.choice((0.0, 0.001, 0.005)),
+        lost_claims=rng.choice((0.02, 0.1)) if "lost_slotted_claim" in features else 0.0,
         lost_answers=rng.choice((0.0, 0.02, 0.1)),
         duplicates=rng.choice((0.0, 0.02, 0.1)),
         operator_skew=timedelta(seconds=skew),

@@ -53,6 +53,8 @@ class FaultPlan:
     # Whether an audit that saved its watermarks may still die or lose its lease before it
     # logs its findings (the class `audit_crash_after_save` holds back).
     crash_after_save: bool = True
+    # The chance that a slotted claim (overlap skip or delay) lands and loses its answer.
+    lost_claims: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
 
     def draw(self, now: datetime, name: str, write: bool) -> str | None:
@@ -60,6 +62,9 @@ class FaultPlan:
             return None
         if any(start <= now < end for start, end in self.outages):
             return "outage"
+        if name == "claim_slotted" and self.lost_claims and self.rng.random() < self.lost_claims:
+            self.counts["lost"] = self.counts.get("lost", 0) + 1
+            return "lost"
         if self.partition_rate and self.rng.random() < self.partition_rate:
             self.counts["partition"] = self.counts.get("partition", 0) + 1
             return "partition"

@@ -60,6 +60,7 @@ class World:
             scenario.partition_rate,
             scenario.start + QUIET,
             "audit_crash_after_save" in scenario.features,
+            scenario.lost_claims,
         )
         self.inner = inner
         self.store = FaultyStore(inner, self.loop, self.faults, self._written)
