@@ -36,8 +36,14 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     which.add_argument("--seeds", type=int, metavar="N", help="run N seeds")
     which.add_argument("--seed", type=int, metavar="S", help="replay one seed as a trace")
     parser.add_argument("--first", type=int, default=0, metavar="S", help="first seed of --seeds")
-    parser.add_argument("--without", action="append", default=[], choices=sorted(FEATURES),
-                        metavar="CLASS", help="hold a fault class back: " + ", ".join(sorted(FEATURES)))  # fmt: skip
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=sorted(FEATURES),
+        metavar="CLASS",
+        help="hold a fault class back: " + ", ".join(sorted(FEATURES)),
+    )
     parser.add_argument("--store", choices=("memory", "emulator"), default="memory")
     parser.add_argument("--workers", type=int, default=2, help="processes for --seeds (memory)")
     args = parser.parse_args(argv)
@@ -77,8 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seed is not None:
             result = run_seed(args.seed, features, store)
             print_trace(result, sys.stdout)
-            print(f"1 seeds, {len(result.expected)} scheduled times, "
-                  f"{len(result.violations)} violations")  # fmt: skip
+            print(
+                f"1 seeds, {len(result.expected)} scheduled times, "
+                f"{len(result.violations)} violations"
+            )
             return 1 if result.violations else 0
         seeds = [(seed, features) for seed in range(args.first, args.first + args.seeds)]
         if args.store == "memory" and args.workers > 1:
@@ -96,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         violations += len(lines)
         if lines:
             print(f"seed {seed}: {len(lines)} violation(s), first: {lines[0]}")
-            print(f"  replay: make simulate ARGS=\"--seed {seed}{held}\"")
+            print(f'  replay: make simulate ARGS="--seed {seed}{held}"')
     print(f"{len(results)} seeds, {times} scheduled times, {violations} violations")
     return 1 if violations else 0
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from localrun.simulation.instants import listed
-from localrun.simulation.oracle import History, Violation
+from localrun.simulation.oracle import Execution, History, Violation
 from runledger.delivery.identify import run_key
 from runledger.facts import (
     OUTCOME_JOB_DRIFTED,
     TRIGGER_BACKFILL,
     TRIGGER_CATCH_UP,
 )
+from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 
 _RUN_FINDINGS = ("run_missed", "run_stale", "run_failed", "run_released")
@@ -92,7 +93,36 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
             drifted.setdefault(job, []).append(at)
     for time in expected:
         violations += _fate(history, time, findings, drifted)
+    for executions in history.executions.values():
+        violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     return violations
+
+
+def _lost_lease(history: History, execution: Execution) -> Violation | None:
+    """A holder told its lease was lost while its record still showed it live, untaken."""
+    lost = execution.lease_lost_at
+    if lost is None:
+        return None
+    own = None
+    for when, record in history.records[execution.key]:
+        if when > lost or record is None:
+            continue
+        if when >= execution.start and record.attempt_id != execution.attempt_id:
+            return None  # another attempt took the run over: a true loss
+        if record.attempt_id == execution.attempt_id:
+            own = record
+    if own is None or own.status is not Status.IN_PROGRESS:
+        return None
+    if lost + MAX_CLOCK_SKEW >= own.lease_expires:
+        return None  # its lease ran out by its own clock
+    return Violation(
+        execution.job,
+        execution.schedule_time,
+        "lease lost, not taken over",
+        f"attempt {execution.attempt_id} was told at {lost:%H:%M:%S} it lost the run, whose "
+        f"record still gave it the lease until {own.lease_expires:%H:%M:%S}, no other attempt "
+        "having written it",
+    )
 
 
 def _fate(
@@ -116,21 +146,32 @@ def _fate(
 
     for later in effects[1:]:
         if _completed_before(history, time.keys, later.start):
-            violation("ran twice", f"attempt {later.attempt_id} ({later.trigger}) took effect "
-                      f"at {later.effect_at:%H:%M:%S} after the time's completion was recorded")  # fmt: skip
+            violation(
+                "ran twice",
+                f"attempt {later.attempt_id} ({later.trigger}) took effect "
+                f"at {later.effect_at:%H:%M:%S} after the time's completion was recorded",
+            )
     for at in reported:
         if _completed_before(history, time.keys, at):
-            violation("false finding", f"reported at {at:%H:%M:%S} after its completion was recorded")
+            violation(
+                "false finding", f"reported at {at:%H:%M:%S} after its completion was recorded"
+            )
     for run in runs:
         if run.trigger == TRIGGER_CATCH_UP and (paused or skipped):
             why = "paused" if paused else "skipped"
-            violation(f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}")
+            violation(
+                f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
+            )
         if run.trigger == TRIGGER_BACKFILL and skipped:
-            violation("skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}")
+            violation(
+                "skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
+            )
     for ask in history.asks:
         after = any(r.start >= ask.at for r in runs) or any(e.effect_at >= ask.at for e in effects)
         if ask.job == job and when in ask.times and not after:
-            violation("asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since")
+            violation(
+                "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
+            )
     if not (effects or reported or paused or skipped or drift):
         violation("lost", "never ran, no finding, not paused, not skipped")
     return found

@@ -30,7 +30,7 @@ def _baton() -> _thread.LockType:
     return lock
 
 
-class Killed(BaseException):  # noqa: N818 - not an error: the instance is gone
+class Killed(BaseException):
     """The task's instance died: it never resumes, answers or renews."""
 
 

@@ -56,7 +56,11 @@ def draw(scenario: Scenario) -> None:
     for _ in range(rng.randint(0, 3)):
         job = rng.choice(user)
         stamped = rng.random() < 0.5
-        add(moment(rng, start, end), f"force run {job} (ScheduleTime {stamped})", _force(job, stamped))
+        add(
+            moment(rng, start, end),
+            f"force run {job} (ScheduleTime {stamped})",
+            _force(job, stamped),
+        )
     if "delete_audit_docs" in features and rng.random() < 0.4:
         add(moment(rng, start, end), "operator deletes runledger_audit", _delete_audit)
     for _ in range(rng.randint(0, 2)):
@@ -64,10 +68,13 @@ def draw(scenario: Scenario) -> None:
         at = moment(rng, start + timedelta(minutes=70), end + timedelta(minutes=20))
         at = at.replace(second=0)
         first = at - timedelta(minutes=rng.randint(30, 70))
-        last = at - timedelta(minutes=rng.randint(5, 20))
+        last = at - timedelta(minutes=rng.randint(1, 20))
         failed = rng.random() < 0.5
-        add(at, f"backfill {job} [{first:%H:%M}, {last:%H:%M}) failed={failed}",
-            _backfill(job, first, last, failed))  # fmt: skip
+        add(
+            at,
+            f"backfill {job} [{first:%H:%M}, {last:%H:%M}) failed={failed}",
+            _backfill(job, first, last, failed),
+        )
     scenario.actions.sort(key=lambda item: item[0])
     scenario.notes.sort()
 

@@ -42,6 +42,8 @@ class Execution:
     ended: datetime | None = None
     outcome: str | None = None  # effect, error, failed; None: it never got that far
     effect_at: datetime | None = None
+    lease_lost_at: datetime | None = None  # told its lease was lost (a check, or its final write)
+    task: Any = None  # the request it ran in
 
 
 @dataclass(frozen=True)
@@ -107,15 +109,30 @@ class History:
                     )
                 )
         self.executions[execution.key].append(execution)
-        self.note(execution.job, execution.schedule_time, now,
-                  f"body starts: attempt {execution.attempt_id}, trigger {execution.trigger}"
-                  f"{', manual' if execution.manual else ''}")  # fmt: skip
+        self.note(
+            execution.job,
+            execution.schedule_time,
+            now,
+            f"body starts: attempt {execution.attempt_id}, trigger {execution.trigger}"
+            f"{', manual' if execution.manual else ''}",
+        )
         return execution
 
     def ended(self, execution: Execution, now: datetime) -> None:
         execution.ended = now
-        self.note(execution.job, execution.schedule_time, now,
-                  f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}")  # fmt: skip
+        self.note(
+            execution.job,
+            execution.schedule_time,
+            now,
+            f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}",
+        )
+
+    def lease_lost(self, task: Any, now: datetime) -> None:
+        """The request `task` was answered lease_lost: its final write was refused."""
+        for executions in self.executions.values():
+            for execution in executions:
+                if execution.task is task and execution.lease_lost_at is None:
+                    execution.lease_lost_at = now
 
     def _lease_of(self, execution: Execution) -> datetime | None:
         for _, record in reversed(self.records[execution.key]):
@@ -133,25 +150,41 @@ class History:
             released = before.status is Status.FAILED and record.status is Status.RELEASED
             if before.status in FINAL_STATUSES and not released and not before.is_expired(now):
                 self.violations.append(
-                    Violation(record.job, record.schedule_time, "final record changed",
-                              f"{before.status.value} ({before.attempt_id}) became "
-                              f"{record.status.value} ({record.attempt_id}) at {now:%H:%M:%S}")
-                )  # fmt: skip
+                    Violation(
+                        record.job,
+                        record.schedule_time,
+                        "final record changed",
+                        f"{before.status.value} ({before.attempt_id}) became "
+                        f"{record.status.value} ({record.attempt_id}) at {now:%H:%M:%S}",
+                    )
+                )
         if record.status is Status.SKIPPED and not self._holder_live(record, now):
             self.violations.append(
-                Violation(record.job, record.schedule_time, "skipped for no run",
-                          f"recorded skipped at {now:%H:%M:%S} yielding to {record.yielded_to}, "
-                          "whose own record shows no live lease")
-            )  # fmt: skip
+                Violation(
+                    record.job,
+                    record.schedule_time,
+                    "skipped for no run",
+                    f"recorded skipped at {now:%H:%M:%S} yielding to {record.yielded_to}, "
+                    "whose own record shows no live lease",
+                )
+            )
         if record.status is Status.SKIPPED and record.trigger == "backfill":
             self.violations.append(
-                Violation(record.job, record.schedule_time, "backfill recorded skipped",
-                          f"a time the operator asked to run was recorded skipped at {now:%H:%M:%S}")
-            )  # fmt: skip
-        self.note(record.job, record.schedule_time, now,
-                  f"record {record.status.value}: attempt {record.attempt_id}, "
-                  f"trigger {record.trigger}, lease {record.lease_expires:%H:%M:%S}"
-                  f"{', manual' if record.manual else ''}")  # fmt: skip
+                Violation(
+                    record.job,
+                    record.schedule_time,
+                    "backfill recorded skipped",
+                    f"a time the operator asked to run was recorded skipped at {now:%H:%M:%S}",
+                )
+            )
+        self.note(
+            record.job,
+            record.schedule_time,
+            now,
+            f"record {record.status.value}: attempt {record.attempt_id}, "
+            f"trigger {record.trigger}, lease {record.lease_expires:%H:%M:%S}"
+            f"{', manual' if record.manual else ''}",
+        )
 
     def _holder_live(self, record: RunRecord, now: datetime) -> bool:
         """Whether the run a skip yielded to still held a live lease by its own record.
@@ -188,8 +221,12 @@ class History:
             when = None if stamp is None else parse_schedule_time(stamp)
             self._unsummed.append((now, entry.get("job", ""), when, outcome, entry.get("catch_up")))
             if when is not None:
-                self.note(entry.get("job", ""), when, now,
-                          f"audit finding {outcome}, catch-up: {entry.get('catch_up')}")  # fmt: skip
+                self.note(
+                    entry.get("job", ""),
+                    when,
+                    now,
+                    f"audit finding {outcome}, catch-up: {entry.get('catch_up')}",
+                )
             else:
                 self.event(now, f"audit finding {outcome} for job {entry.get('job')}")
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from runledger.config import ManualRuns, Settings
-from runledger.facts import RetryPolicy
+from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ FEATURES = {
     "from userUpdateTime, times inside an ended pause caught up)",
     "audit_crash_after_save": "an audit killed, or its watermark write's answer lost, after "
     "that write and before its finding lines",
-    "operator_skew": "the operator's laptop clock minutes off (--include-failed)",
+    "operator_skew": "the operator's laptop clock up to 20 minutes off (--include-failed)",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -59,8 +59,8 @@ SETTINGS = Settings(
     database="(default)",
     lease=timedelta(minutes=15),
     retention=timedelta(days=2),
-    project_header="X-Dedup-Project",
-    region_header="X-Dedup-Region",
+    project_header=DEFAULT_PROJECT_HEADER,
+    region_header=DEFAULT_REGION_HEADER,
     manual_runs=ManualRuns.SEPARATE,
     jobs_module="simulation_jobs",
     allowed_invokers=frozenset(),
@@ -127,17 +127,67 @@ def _jobs(rng: random.Random, zone: str, features: frozenset[str]) -> list[SimJo
     overlapping_catch_up = "backfill_overlap" in features and rng.random() < 0.5
     deadline = lambda: timedelta(seconds=rng.choice((30, 60, 180)))  # noqa: E731
     return [
-        SimJob("sync", "*/5 * * * *", zone, "allow", True, deadline(), _retry(rng, 3),
-               (5, 90), 0.08, 0.02),
-        SimJob("skipper", "* * * * *", zone, "skip", overlapping_catch_up, deadline(),
-               _retry(rng, 2), (20, 150), 0.05, 0.01),
-        SimJob("delayer", "*/3 * * * *", "UTC", "delay", overlapping_catch_up, deadline(),
-               _retry(rng, 5), (20, 240), 0.05, 0.01),
-        SimJob("minutely", "* * * * *", zone, "allow", False, deadline(), _retry(rng, 1),
-               (1, 20), 0.05, 0.02),
-        SimJob("dst", "*/10 0-4 * * *", zone, "allow", True, deadline(), _retry(rng, 3),
-               (5, 60), 0.1, 0.02),
-    ]  # fmt: skip
+        SimJob(
+            "sync",
+            "*/5 * * * *",
+            zone,
+            "allow",
+            True,
+            deadline(),
+            _retry(rng, 3),
+            (5, 90),
+            0.08,
+            0.02,
+        ),
+        SimJob(
+            "skipper",
+            "* * * * *",
+            zone,
+            "skip",
+            overlapping_catch_up,
+            deadline(),
+            _retry(rng, 2),
+            (20, 150),
+            0.05,
+            0.01,
+        ),
+        SimJob(
+            "delayer",
+            "*/3 * * * *",
+            "UTC",
+            "delay",
+            overlapping_catch_up,
+            deadline(),
+            _retry(rng, 5),
+            (20, 240),
+            0.05,
+            0.01,
+        ),
+        SimJob(
+            "minutely",
+            "* * * * *",
+            zone,
+            "allow",
+            False,
+            deadline(),
+            _retry(rng, 1),
+            (1, 20),
+            0.05,
+            0.02,
+        ),
+        SimJob(
+            "dst",
+            "*/10 0-4 * * *",
+            zone,
+            "allow",
+            True,
+            deadline(),
+            _retry(rng, 3),
+            (5, 60),
+            0.1,
+            0.02,
+        ),
+    ]
 
 
 def generate(seed: int, features: frozenset[str]) -> Scenario:
@@ -149,8 +199,16 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     start, zone = rng.choice(DAYS)
     end = start + DURATION
     jobs = _jobs(rng, zone, features)
-    audit = SimJob("sim-audit", AUDIT_EVERY, "UTC", "allow", False,
-                   timedelta(minutes=5), RetryPolicy(retry_count=2, min_backoff_s=30), (0, 0))  # fmt: skip
+    audit = SimJob(
+        "sim-audit",
+        AUDIT_EVERY,
+        "UTC",
+        "allow",
+        False,
+        timedelta(minutes=5),
+        RetryPolicy(retry_count=2, min_backoff_s=30),
+        (0, 0),
+    )
     outages = tuple(
         (at, at + timedelta(seconds=rng.choice((10, 60, 300, 1200, 2400))))
         for at in sorted(moment(rng, start, end) for _ in range(rng.randint(0, 2)))
@@ -164,9 +222,12 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     if "lost_slotted_claim" not in features:
         spared.add(("claim_slotted", "lost"))
     if "audit_crash_after_save" not in features:
-        spared.update((call, fault) for call in ("create_shard", "replace_shard")
-                      for fault in ("lost", "kill_after"))  # fmt: skip
-    skew = rng.uniform(-600, 600) if "operator_skew" in features else rng.uniform(-1, 1)
+        spared.update(
+            (call, fault)
+            for call in ("create_shard", "replace_shard")
+            for fault in ("lost", "kill_after")
+        )
+    skew = rng.uniform(-1200, 1200) if "operator_skew" in features else rng.uniform(-1, 1)
     return Scenario(
         seed=seed,
         rng=rng,

@@ -32,7 +32,7 @@ from runledger.config import Settings
 from runledger.delivery.app import App, configured_wait
 from runledger.delivery.duplicate_wait import DuplicateWait, Waited
 from runledger.delivery.identify import scheduler_headers
-from runledger.exceptions import TerminalJobError
+from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.ledger.record import RunRecord
 from runledger.schedules import audit_env, audit_settings, check_jobs, schedule_entry
 from runledger.sdk.context import RunContext
@@ -160,6 +160,8 @@ class World:
             if stamped is not None:
                 self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
             response = app.handle("POST", headers, b"")
+            if response.outcome == "lease_lost":  # the final write refused: the lease was lost
+                self.history.lease_lost(task, self.loop.now)
             if stamped is not None:
                 text = f"{kind} answered {response.status} {response.outcome}"
                 self.history.note(job, stamped, self.loop.now, text)
@@ -170,8 +172,12 @@ class World:
     def _body(self, job: SimJob) -> Callable[[RunContext], None]:
         def run(context: RunContext) -> None:
             execution = self.history.started(context, self.loop.now)
+            execution.task = self.loop.current
             try:
                 self._work(job, context, execution)
+            except LeaseLost:
+                execution.lease_lost_at = self.loop.now
+                raise
             finally:
                 self.history.ended(execution, self.loop.now)
 
@@ -223,11 +229,19 @@ class World:
             now,
         )
         truth = plan(
-            schedule, start, end, self.inner.get_many, audit.project, audit.region,
-            include_failed, self.loop.now,
-        )  # fmt: skip
+            schedule,
+            start,
+            end,
+            self.inner.get_many,
+            audit.project,
+            audit.region,
+            include_failed,
+            self.loop.now,
+        )
         text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
-        self.history.backfill_asked(self.loop.now, job_id, [r.schedule_time for r in truth.runs], text)
+        self.history.backfill_asked(
+            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+        )
         key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
         docs = self.inner.backfills()
         if docs.get(key) is None and not planned.runs:
@@ -244,7 +258,11 @@ class World:
         with contextlib.redirect_stdout(lines):
             for job in [*self.scenario.jobs, self.scenario.audit]:
                 live = LiveJob(
-                    job.id, job.schedule, job.time_zone, job.deadline, job.retry,
+                    job.id,
+                    job.schedule,
+                    job.time_zone,
+                    job.deadline,
+                    job.retry,
                     user_update_time=self.scenario.start - timedelta(days=1),
                 )
                 if job is self.scenario.audit:  # from the start itself: it records the epochs

@@ -92,8 +92,10 @@ def test_a_takeover_that_ignores_the_lease_is_caught(monkeypatch):
 
 def test_a_final_run_claimed_again_is_caught(monkeypatch):
     def claims_final_runs(record, now):
-        return record.is_expired(now) or record.status is not Status.IN_PROGRESS or (
-            record.lease_expires + machine.MAX_CLOCK_SKEW <= now
+        return (
+            record.is_expired(now)
+            or record.status is not Status.IN_PROGRESS
+            or (record.lease_expires + machine.MAX_CLOCK_SKEW <= now)
         )
 
     _patch_takeover(monkeypatch, claims_final_runs)
@@ -103,3 +105,13 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
     assert any("two live holders" in line for line in _violations(MUTATION_SEEDS))
+
+
+@pytest.mark.firestore
+def test_a_seed_on_the_emulator_keeps_the_rule(firestore_emulator):
+    """The same world on the real FirestoreRunStore: the memory store's semantics hold there."""
+    from localrun.simulation.emulated import emulated_stores
+
+    result = run_seed(3, ON, emulated_stores(firestore_emulator))
+    assert len(result.expected) > 100
+    assert [v.line() for v in result.violations] == []
