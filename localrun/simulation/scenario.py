@@ -41,7 +41,8 @@ FEATURES = {
     "from userUpdateTime, times inside an ended pause caught up)",
     "audit_crash_after_save": "an audit killed, or its watermark write's answer lost, after "
     "that write and before its finding lines",
-    "operator_skew": "the operator's laptop clock up to 20 minutes off (--include-failed)",
+    "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
+    "30 minutes off",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -227,7 +228,7 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for call in ("create_shard", "replace_shard")
             for fault in ("lost", "kill_after")
         )
-    skew = rng.uniform(-1200, 1200) if "operator_skew" in features else rng.uniform(-1, 1)
+    skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
     return Scenario(
         seed=seed,
         rng=rng,

@@ -28,6 +28,12 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         + ", ".join(f"{a:%H:%M:%S}-{b:%H:%M:%S}" for a, b in scenario.outages),
         file=out,
     )
+    seconds = scenario.operator_skew.total_seconds()
+    print(
+        f"  operator's laptop clock off by {seconds:+.1f} s; instances' by up to "
+        f"±{scenario.skew.total_seconds():g} s",
+        file=out,
+    )
     for note in scenario.notes:
         print(f"  operator {note}", file=out)
     for when, text in result.history.events:

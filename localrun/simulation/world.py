@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +32,7 @@ from runledger.backfill.plan import plan
 from runledger.config import Settings
 from runledger.delivery.app import App, configured_wait
 from runledger.delivery.duplicate_wait import DuplicateWait, Waited
-from runledger.delivery.identify import scheduler_headers
+from runledger.delivery.identify import parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.ledger.record import RunRecord
 from runledger.schedules import audit_env, audit_settings, check_jobs, schedule_entry
@@ -44,6 +45,8 @@ QUIET = timedelta(minutes=2)
 # Audits that must log their summary after every time settled, within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=3)
+# The share of reported failures the operator reruns with --include-failed (`operator_skew`).
+RERUN_SHARE = 0.5
 
 
 class World:
@@ -252,9 +255,20 @@ class World:
         queue.record_request(docs, audit.project, audit.region, key, document)
         self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
 
+    def rerun_failure(self, job_id: str, when: datetime) -> None:
+        """The operator reruns half the failures reported, a minute later (`operator_skew`)."""
+        if "operator_skew" not in self.scenario.features or self.rng.random() >= RERUN_SHARE:
+            return
+        if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
+            return
+        end = when + timedelta(minutes=1)
+        text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
+        self.history.event(self.loop.now, text)
+        self.loop.after(timedelta(minutes=1), lambda: self.backfill(job_id, when, end, True))
+
     def run(self) -> None:
         """Play the scenario to its settle time; every log line goes to the history."""
-        lines = _FindingLines(self.history, self.loop)
+        lines = _FindingLines(self)
         with contextlib.redirect_stdout(lines):
             for job in [*self.scenario.jobs, self.scenario.audit]:
                 live = LiveJob(
@@ -303,13 +317,18 @@ class LoopWait(DuplicateWait):
 
 
 class _FindingLines(io.TextIOBase):
-    """Stdout while a seed runs: the audit's finding lines go to the history, the rest away."""
+    """Stdout while a seed runs: the audit's finding lines go to the history, the rest away.
 
-    def __init__(self, history: History, loop: Loop) -> None:
-        self._history = history
-        self._loop = loop
+    A failure reported may have the operator rerun it (`World.rerun_failure`).
+    """
+
+    def __init__(self, world: World) -> None:
+        self._world = world
 
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
-            self._history.finding_line(self._loop.now, text)
+            self._world.history.finding_line(self._world.loop.now, text)
+        if '"outcome": "run_failed"' in text:
+            entry = json.loads(text)
+            self._world.rerun_failure(entry["job"], parse_schedule_time(entry["schedule_time"]))
         return len(text)
