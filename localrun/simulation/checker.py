@@ -99,7 +99,7 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
 
 
 def _lost_lease(history: History, execution: Execution) -> Violation | None:
-    """A holder told its lease was lost while its record still showed it live, untaken."""
+    """A holder refused a write and told its lease was lost while its record still held it."""
     lost = execution.lease_lost_at
     if lost is None:
         return None
@@ -113,6 +113,8 @@ def _lost_lease(history: History, execution: Execution) -> Violation | None:
             own = record
     if own is None or own.status is not Status.IN_PROGRESS:
         return None
+    if not any(execution.start < at <= lost for at in history.refusals[execution.key]):
+        return None  # no write was refused: it gave up as its own clock passed its lease
     if lost + MAX_CLOCK_SKEW >= own.lease_expires:
         return None  # its lease ran out by its own clock
     return Violation(

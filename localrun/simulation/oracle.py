@@ -79,13 +79,16 @@ class History:
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
-        self.summaries: list[datetime] = []  # each audit summary's judging time
+        self.summaries: list[datetime] = []
+        self.refusals: dict[str, list[datetime]] = defaultdict(
+            list
+        )  # each audit summary's judging time
         self.unsettled = False
         self.crashes: list[str] = []
 
     # -- what the world reports --
 
-    def started(self, context: Any, now: datetime) -> Execution:
+    def started(self, context: Any, now: datetime, task: Any) -> Execution:
         execution = Execution(
             context.job_name,
             context.schedule_time,
@@ -94,9 +97,12 @@ class History:
             context.trigger,
             context.attempt_id,
             now,
+            task=task,
         )
         for other in self.executions[execution.key]:
             lease = self._lease_of(other)
+            if lease is not None and other.task is not None:
+                lease -= other.task.skew  # when it runs out by the holder's own clock
             if other.ended is None and lease is not None and now < lease:
                 self.violations.append(
                     Violation(
@@ -105,7 +111,7 @@ class History:
                         "two live holders",
                         f"attempt {execution.attempt_id} ({execution.trigger}) started at "
                         f"{now:%H:%M:%S} while {other.attempt_id} ({other.trigger}) still ran "
-                        f"under its lease until {lease:%H:%M:%S.%f}",
+                        f"under its lease until {lease:%H:%M:%S.%f} (its own clock)",
                     )
                 )
         self.executions[execution.key].append(execution)
@@ -127,11 +133,19 @@ class History:
             f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}",
         )
 
-    def lease_lost(self, task: Any, now: datetime) -> None:
-        """The request `task` was answered lease_lost: its final write was refused."""
+    def refused(self, key: str, now: datetime) -> None:
+        """A write to the run `key` was refused: its version moved on, or a document was gone."""
+        self.refusals[key].append(now)
+
+    def lease_lost(self, task: Any, job: str, now: datetime) -> None:
+        """`task`'s delivery of `job` was answered lease_lost: its final write was refused.
+
+        Only that job's body counts: an audit's request also runs catch-ups' bodies.
+        """
         for executions in self.executions.values():
             for execution in executions:
-                if execution.task is task and execution.lease_lost_at is None:
+                mine = execution.task is task and execution.job == job
+                if mine and execution.lease_lost_at is None:
                     execution.lease_lost_at = now
 
     def _lease_of(self, execution: Execution) -> datetime | None:

@@ -239,7 +239,7 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         audit=audit,
         features=features,
         fault_rate=rng.choice((0.0, 0.002, 0.01, 0.03)),
-        partition_rate=rng.choice((0.0, 0.001, 0.005)),
+        partition_rate=rng.choice((0.002, 0.005, 0.01)),
         lost_claims=rng.choice((0.02, 0.1)) if "lost_slotted_claim" in features else 0.0,
         lost_answers=rng.choice((0.0, 0.02, 0.1)),
         duplicates=rng.choice((0.0, 0.02, 0.1)),

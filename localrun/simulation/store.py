@@ -8,7 +8,8 @@ it landed. Faults hit only handler tasks: the operator's CLI and the oracle's ow
 peeks are not faulted. A partition cuts one instance off (its renewals too) for a
 while as the others go on. Every write to a run record is reported to the history
 (`History.record_written`) as the store holds it afterwards, so the oracle sees
-each status a run went through, whoever wrote it.
+each status a run went through, whoever wrote it; a fenced write refused is
+reported too (`History.refused`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from localrun.simulation.clock import Killed, Loop
-from runledger.exceptions import StoreUnavailable
+from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.ledger.record import RunRecord
 
 _READS = frozenset({"get", "get_many", "get_items", "get_epochs", "get_shards", "get_slot"})
@@ -86,11 +87,13 @@ class FaultyStore:
         loop: Loop,
         plan: FaultPlan,
         written: Callable[[str, RunRecord | None], None],
+        refused: Callable[[str], None] = lambda key: None,
     ) -> None:
         self.inner = inner
         self._loop = loop
         self._plan = plan
         self._written = written
+        self._refused = refused
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
@@ -125,7 +128,12 @@ class FaultyStore:
         if fault == "kill_before" and task is not None:
             task.kill()
             raise Killed
-        result = method(*args)
+        try:
+            result = method(*args)
+        except VersionConflict:
+            for key in run_keys:
+                self._refused(key)
+            raise
         if task is not None and name in _SAVES:
             task.saved = True
         for key in run_keys:

@@ -66,7 +66,13 @@ class World:
             scenario.lost_claims,
         )
         self.inner = inner
-        self.store = FaultyStore(inner, self.loop, self.faults, self._written)
+        self.store = FaultyStore(
+            inner,
+            self.loop,
+            self.faults,
+            self._written,
+            lambda key: history.refused(key, self.loop.now),
+        )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
         self.scheduler = CloudScheduler(
             self.loop, scenario.rng, self._send, scenario.lost_answers, scenario.duplicates
@@ -156,7 +162,8 @@ class World:
             region_header=settings.region_header,
         )
         app = self.app
-        skew = self.scenario.skew * self.rng.uniform(-1, 1)
+        # Mostly near the bound, where a takeover margin that is too small shows.
+        skew = self.scenario.skew * self.rng.choice((-1, 1)) * self.rng.uniform(0.5, 1)
 
         def request(task: Task) -> None:
             kind = "forced delivery" if forced else "delivery"
@@ -164,7 +171,7 @@ class World:
                 self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
             response = app.handle("POST", headers, b"")
             if response.outcome == "lease_lost":  # the final write refused: the lease was lost
-                self.history.lease_lost(task, self.loop.now)
+                self.history.lease_lost(task, job, self.loop.now)
             if stamped is not None:
                 text = f"{kind} answered {response.status} {response.outcome}"
                 self.history.note(job, stamped, self.loop.now, text)
@@ -174,8 +181,7 @@ class World:
 
     def _body(self, job: SimJob) -> Callable[[RunContext], None]:
         def run(context: RunContext) -> None:
-            execution = self.history.started(context, self.loop.now)
-            execution.task = self.loop.current
+            execution = self.history.started(context, self.loop.now, self.loop.current)
             try:
                 self._work(job, context, execution)
             except LeaseLost:
