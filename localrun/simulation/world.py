@@ -262,7 +262,7 @@ class World:
         self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
 
     def rerun_failure(self, job_id: str, when: datetime) -> None:
-        """The operator reruns half the failures reported, a minute later (`operator_skew`)."""
+        """The operator reruns half the terminal failures, minutes after (`operator_skew`)."""
         if "operator_skew" not in self.scenario.features or self.rng.random() >= RERUN_SHARE:
             return
         if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
@@ -270,7 +270,8 @@ class World:
         end = when + timedelta(minutes=1)
         text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
         self.history.event(self.loop.now, text)
-        self.loop.after(timedelta(minutes=1), lambda: self.backfill(job_id, when, end, True))
+        later = timedelta(minutes=self.rng.randint(2, 6))
+        self.loop.after(later, lambda: self.backfill(job_id, when, end, True))
 
     def run(self) -> None:
         """Play the scenario to its settle time; every log line goes to the history."""
@@ -325,7 +326,7 @@ class LoopWait(DuplicateWait):
 class _FindingLines(io.TextIOBase):
     """Stdout while a seed runs: the audit's finding lines go to the history, the rest away.
 
-    A failure reported may have the operator rerun it (`World.rerun_failure`).
+    A terminal failure's ERROR line may have the operator rerun it (`World.rerun_failure`).
     """
 
     def __init__(self, world: World) -> None:
@@ -334,7 +335,9 @@ class _FindingLines(io.TextIOBase):
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._world.history.finding_line(self._world.loop.now, text)
-        if '"outcome": "run_failed"' in text:
+        if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
-            self._world.rerun_failure(entry["job"], parse_schedule_time(entry["schedule_time"]))
+            if not entry.get("manual"):
+                when = parse_schedule_time(entry["schedule_time"])
+                self._world.rerun_failure(entry["job"], when)
         return len(text)
