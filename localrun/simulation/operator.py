@@ -47,7 +47,12 @@ def draw(scenario: Scenario) -> None:
             back = at + timedelta(minutes=rng.randint(15, 60))
             add(back, f"stack unpauses {job} (deploy)", _stack_pause(job, False, features))
     if rng.random() < 0.35:
-        job = rng.choice([job for job in user if job != "dst"])
+        # An edit of a paused job moves its userUpdateTime, which the audit takes for the
+        # pause's start: only `pause_evidence` edits a job the stack paused.
+        paused = {note.split()[3] for note in scenario.notes if "stack pauses" in note} - (
+            set() if "pause_evidence" not in features else set(user)
+        )
+        job = rng.choice([job for job in user if job != "dst" and job not in paused])
         at = moment(rng, start, end - timedelta(minutes=30))
         back = at + timedelta(minutes=rng.randint(5, 40))
         original = next(j.schedule for j in scenario.jobs if j.id == job)
