@@ -16,7 +16,7 @@ POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench ops copy clean
+.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench simulate ops copy clean
 
 help:
 	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
@@ -28,6 +28,7 @@ help:
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
 	@echo "make copy DEST=../my-schedules  a clean copy of this template (tracked files only)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+	@echo "make simulate ARGS=\"--seeds 100\"  the whole system, simulated, against its oracle; --seed S replays one"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
 ifneq ($(shell cat $(STAMP) 2>/dev/null),$(CURDIR))
@@ -87,6 +88,11 @@ demo-stop: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
+
+# The deterministic simulation (localrun/simulation, docs/reliability.md "The simulator"):
+# ARGS="--seeds N" runs N seeds, ARGS="--seed S" prints one seed's trace.
+simulate: $(STAMP)
+	$(PY) -m localrun.simulation $(ARGS)
 
 # google.api_core warns at import that it will drop Python 3.11 in 2027; that
 # says nothing about the command, so only that warning is silenced.

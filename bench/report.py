@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import audit_steady, dupwait, overlap
+from bench import audit_steady, dupwait, overlap, simulation
 from bench.rpcs import DUP_COMPLETED, FIRST, SCENARIOS
 from bench.runner import DUP_STREAM, FIRST_STREAM, Samples, rtt_variant
 from bench.summary import Spread, percentile, ratio
@@ -114,6 +114,7 @@ class Report:
             self._ledger(),
             self._audit(),
             audit_steady.section(self.samples.data.get("audit_steady"), self._table, self._target),
+            simulation.section(self.samples.data.get("simulation"), self._table),
             self._targets(),
         ]
         return "\n\n".join(section for section in sections if section)

@@ -25,7 +25,7 @@ from typing import Any
 
 from google.cloud import firestore
 
-from bench import REPO_ROOT, dupwait, overlap
+from bench import REPO_ROOT, dupwait, overlap, simulation
 from bench.audit_cost import AuditSize, measure_audit
 from bench.audit_steady import SteadySize, measure_steady
 from bench.bench_jobs import EXEC_LOG_ENV, GROWTH_JOBS
@@ -120,6 +120,8 @@ class BenchConfig:
         SteadySize(5000, 5),
         SteadySize(5000, 5, timedelta(hours=6)),
     )
+    # Seeds of the deterministic simulation timed once (bench.simulation).
+    simulation_seeds: int = 20
 
     @classmethod
     def quick(cls, reps: int = 2) -> BenchConfig:
@@ -139,6 +141,7 @@ class BenchConfig:
             rtt_warmup_deliveries=20,
             audit_sizes=(AuditSize(10, 5, 6), AuditSize(100, 5, 1), AuditSize(300, 5, 6)),
             steady_sizes=(SteadySize(1000, 5), SteadySize(1000, 5, timedelta(hours=6))),
+            simulation_seeds=2,
         )
 
 
@@ -352,4 +355,7 @@ def _measure(
         progress(f"audit from watermarks: {steady_size.label}")
         for steady in measure_steady(steady_size, counted, rpc, ops, setup_client):
             samples.add("audit_steady", steady_size.label, "handler", asdict(steady))
+    progress(f"simulation: {config.simulation_seeds} seeds")
+    rate = simulation.measure(config.simulation_seeds)
+    samples.add("simulation", "memory store", "handler", asdict(rate))
     return samples

@@ -1,11 +1,18 @@
-"""RunStore in process memory, for fast model-based tests.
+"""Every store the handler uses, in process memory, for model tests and the simulator.
 
-It passes the same store contract tests as Firestore; it is never used in
-production and never stands in for Firestore in integration tests.
+It implements each protocol the App reaches (`RunStore`, `WorkStore`, the audit's
+`AuditStore`, `OverlapStore`, and the backfill documents through `backfills()`)
+with Firestore's semantics: create fails on a taken key, every fenced write
+fails on a moved or deleted document, a slotted commit lands whole or not at all,
+and an update without a precondition still needs its document to exist. It
+passes the same contract tests as Firestore; it is never used in production and
+never stands in for Firestore in integration tests (`localrun.simulation` runs the
+whole system on it).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import threading
@@ -14,6 +21,7 @@ from typing import Any
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
+from runledger.ledger.overlap import Slot, StoredSlot
 from runledger.ledger.record import RunRecord, Versioned
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem, plain_value
@@ -28,6 +36,10 @@ class MemoryRunStore:
         self._epochs: dict[str, StoredEpoch] = {}
         # The audit's watermark shards, by key: kept like the epochs.
         self._shards: dict[str, StoredShard] = {}
+        # Each job's overlap slot, by key: beside the epochs, as on Firestore.
+        self._slots: dict[str, StoredSlot] = {}
+        # The backfill requests and their queue (`backfills()`), beside them too.
+        self._documents: dict[str, tuple[dict[str, Any], int]] = {}
         self._versions = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -143,4 +155,99 @@ class MemoryRunStore:
     def _put(self, key: str, record: RunRecord) -> int:
         version = next(self._versions)
         self._records[key] = Versioned(record, version)
+        return version
+
+    # -- each job's overlap slot (runledger.ledger.overlap) --
+
+    def get_slot(self, key: str) -> StoredSlot | None:
+        with self._lock:
+            return self._slots.get(key)
+
+    def claim_slotted(
+        self,
+        run_key: str,
+        record: RunRecord,
+        run_version: Any | None,
+        key: str,
+        slot_version: Any | None,
+        ended: str | None,
+    ) -> Any:
+        """One commit, every precondition checked before anything is written (a Firestore batch)."""
+        with self._lock:
+            if run_version is None:
+                if run_key in self._records:
+                    raise VersionConflict(run_key)
+            else:
+                self._checked(run_key, run_version)
+            stored = self._slots.get(key)
+            if (stored is None) != (slot_version is None) or (
+                stored is not None and stored.version != slot_version
+            ):
+                raise VersionConflict(key)
+            if ended is not None and ended not in self._records:
+                raise VersionConflict(ended)  # update() without an option needs the document
+            if ended is not None:
+                self._apply(ended, self._records[ended], {"lease_expires": record.claimed_at})
+            version = self._put(run_key, record)
+            self._slots[key] = StoredSlot(Slot(run_key, record), version)
+            return version
+
+    def update_slotted(
+        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str
+    ) -> Any:
+        with self._lock:
+            current = self._checked(run_key, version)
+            slot = self._slots.get(key)
+            if slot is None:
+                raise VersionConflict(key)  # update() without an option needs the document
+            new_version = self._apply(run_key, current, changes)
+            document = slot.slot.record.to_document() | dict(changes)
+            record = RunRecord.from_document(document)
+            self._slots[key] = StoredSlot(Slot(slot.slot.run_key, record), new_version)
+            return new_version
+
+    # -- the backfill requests and their queue (runledger.backfill.queue.BackfillDocs) --
+
+    def backfills(self) -> MemoryBackfills:
+        """The backfill documents of this store, as `backfill.queue.BackfillDocs`."""
+        return MemoryBackfills(self)
+
+    def delete_audit_documents(self) -> None:
+        """Delete what lives under runledger_audit but the backfills: epochs, watermarks, slots.
+
+        What an operator's `firestore delete` of those collections leaves (docs/audit.md).
+        """
+        with self._lock:
+            self._epochs.clear()
+            self._shards.clear()
+            self._slots.clear()
+
+
+class MemoryBackfills:
+    """`backfill.queue.BackfillDocs` in a `MemoryRunStore`: plain documents, fenced alike."""
+
+    def __init__(self, store: MemoryRunStore) -> None:
+        self._store = store
+
+    def get(self, key: str) -> tuple[dict[str, Any], Any] | None:
+        with self._store._lock:
+            found = self._store._documents.get(key)
+            return None if found is None else (copy.deepcopy(found[0]), found[1])
+
+    def create(self, key: str, data: Mapping[str, Any]) -> Any:
+        with self._store._lock:
+            if key in self._store._documents:
+                raise RecordExists(key)
+            return self._put(key, copy.deepcopy(dict(data)))
+
+    def update(self, key: str, changes: Mapping[str, Any], version: Any) -> Any:
+        with self._store._lock:
+            found = self._store._documents.get(key)
+            if found is None or found[1] != version:
+                raise VersionConflict(key)
+            return self._put(key, found[0] | copy.deepcopy(dict(changes)))
+
+    def _put(self, key: str, data: dict[str, Any]) -> int:
+        version = next(self._store._versions)
+        self._store._documents[key] = (data, version)
         return version
