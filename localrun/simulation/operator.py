@@ -36,23 +36,18 @@ def draw(scenario: Scenario) -> None:
         at = moment(rng, start, end - timedelta(minutes=30))
         short = "pause_evidence" in features and rng.random() < 0.5
         length = timedelta(minutes=rng.randint(2, 8) if short else rng.randint(25, 80))
-        add(at, f"console pause {job} for {length}", _console_pause(job, True, features))
-        add(at + length, f"console resume {job}", _console_pause(job, False, features))
+        add(at, f"console pause {job} for {length}", _console_pause(job, True))
+        add(at + length, f"console resume {job}", _console_pause(job, False))
     if rng.random() < 0.4:
         job = rng.choice(user)
         begin = start if "pause_evidence" in features else after_repeated_hour(scenario)
         at = moment(rng, begin, end - timedelta(minutes=40))
-        add(at, f"stack pauses {job} (deploy)", _stack_pause(job, True, features))
+        add(at, f"stack pauses {job} (deploy)", _stack_pause(job, True))
         if "stack_unpause" in features:
             back = at + timedelta(minutes=rng.randint(15, 60))
-            add(back, f"stack unpauses {job} (deploy)", _stack_pause(job, False, features))
+            add(back, f"stack unpauses {job} (deploy)", _stack_pause(job, False))
     if rng.random() < 0.35:
-        # An edit of a paused job moves its userUpdateTime, which the audit takes for the
-        # pause's start: only `pause_evidence` edits a job the stack paused.
-        paused = {note.split()[3] for note in scenario.notes if "stack pauses" in note} - (
-            set() if "pause_evidence" not in features else set(user)
-        )
-        job = rng.choice([job for job in user if job != "dst" and job not in paused])
+        job = rng.choice([job for job in user if job != "dst"])
         at = moment(rng, start, end - timedelta(minutes=30))
         back = at + timedelta(minutes=rng.randint(5, 40))
         original = next(j.schedule for j in scenario.jobs if j.id == job)
@@ -96,29 +91,21 @@ def after_repeated_hour(scenario: Scenario) -> datetime:
     return max(repeated, default=scenario.start)
 
 
-def _console_pause(job: str, paused: bool, features: frozenset[str]) -> Action:
+def _console_pause(job: str, paused: bool) -> Action:
     def act(world: World) -> None:
-        live = world.scheduler.jobs[job]
-        live.paused = paused
-        if "pause_evidence" not in features:
-            # The world as the audit assumes it: the pause dated by userUpdateTime.
-            live.user_update_time = world.loop.now
+        world.scheduler.set_paused(job, paused, world.loop.now)
         world.history.intent(job, world.loop.now, paused)
 
     return act
 
 
-def _stack_pause(job: str, paused: bool, features: frozenset[str]) -> Action:
+def _stack_pause(job: str, paused: bool) -> Action:
     def act(world: World) -> None:
         stack = set(world.paused_in_stack)
         world.redeploy(stack | {job} if paused else stack - {job})
-        if paused:
-            # The provider sends PauseJob: `paused` changed to true. Unpausing, the
-            # program leaves `paused` unset and the provider calls nothing: still paused.
-            live = world.scheduler.jobs[job]
-            live.paused = True
-            if "pause_evidence" not in features:
-                live.user_update_time = world.loop.now
+        # The program always sends `paused`, so the provider calls PauseJob or
+        # ResumeJob whenever the value changes (infra: ScheduledJobs).
+        world.scheduler.set_paused(job, paused, world.loop.now)
         world.history.intent(job, world.loop.now, paused)
 
     return act

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from localrun.simulation import instants
 from localrun.simulation.clock import Loop
+from runledger.audit.pause_log import StateChange
 from runledger.facts import RetryPolicy
 
 # Sends one delivery (job, stamped time or None, forced) and calls back with its status.
@@ -37,7 +38,8 @@ class LiveJob:
     deadline: timedelta
     retry: RetryPolicy
     paused: bool = False
-    user_update_time: datetime | None = None
+    # Every PauseJob/ResumeJob call, oldest first: what its Admin Activity log shows.
+    changes: list[StateChange] = field(default_factory=list)
     outstanding: bool = False
     fired: list[datetime] = field(default_factory=list)
     # The times the live schedule fires at (first instants), and which edit planned them.
@@ -76,8 +78,14 @@ class CloudScheduler:
         """A console edit of the live schedule: later times follow the new one."""
         job = self.jobs[job_id]
         job.schedule = schedule
-        job.user_update_time = self._loop.now
         self._plan(job, self._loop.now, end)
+
+    def set_paused(self, job_id: str, paused: bool, at: datetime) -> None:
+        """PauseJob or ResumeJob, if the state changes: each call goes to the job's log."""
+        job = self.jobs[job_id]
+        if job.paused != paused:
+            job.paused = paused
+            job.changes.append(StateChange(at, paused))
 
     def _fire(self, job: LiveJob, index: int, generation: int) -> None:
         if job.generation != generation or job.paused:

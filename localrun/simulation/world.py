@@ -26,6 +26,7 @@ from localrun.simulation.oracle import Execution, History
 from localrun.simulation.scenario import Scenario, SimJob
 from localrun.simulation.scheduler import CloudScheduler, LiveJob
 from localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import plan
@@ -138,9 +139,18 @@ class World:
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
         )
 
-    def _listing(self) -> dict[str, ListedJob]:
+    def _listing(self, since: datetime) -> dict[str, ListedJob]:
+        """Scheduler's listing with each job's pauses and resumes since `since` (its log)."""
         return {
-            job.id: ListedJob(job.id, job.paused, job.schedule, job.time_zone, job.user_update_time)
+            job.id: ListedJob(
+                job.id,
+                job.paused,
+                job.schedule,
+                job.time_zone,
+                changes=tuple(change for change in job.changes if change.at >= since),
+                history_from=since,
+                history_unread="",
+            )
             for job in self.scheduler.jobs.values()
         }
 
@@ -227,6 +237,7 @@ class World:
         audit = audit_settings(env, settings)
         schedule = audit.schedule(job_id)
         assert schedule is not None
+        line = job_timeline(self._listing, schedule, start)
         planned = plan(
             schedule,
             start,
@@ -236,6 +247,7 @@ class World:
             audit.region,
             include_failed,
             now,
+            line,
         )
         truth = plan(
             schedule,
@@ -246,6 +258,7 @@ class World:
             audit.region,
             include_failed,
             self.loop.now,
+            line,
         )
         text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
         self.history.backfill_asked(
@@ -284,7 +297,6 @@ class World:
                     job.time_zone,
                     job.deadline,
                     job.retry,
-                    user_update_time=self.scenario.start - timedelta(days=1),
                 )
                 if job is self.scenario.audit:  # from the start itself: it records the epochs
                     begin, end = self.scenario.start - timedelta(seconds=1), self.settle_cap

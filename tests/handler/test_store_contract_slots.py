@@ -2,12 +2,13 @@
 
 The simulator (`localrun.simulation`) runs the whole system on the memory store,
 so each Firestore semantic it relies on is pinned here on both: a slotted claim
-lands whole or not at all, an update without a precondition needs its document,
+lands whole or not at all (the slotted update: tests/handler/test_store_contract.py),
 and the backfill documents are created once and compare-and-set.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from runledger.backfill.firestore_store import FirestoreBackfills
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.memory_store import MemoryRunStore
-from runledger.ledger.record import Status
+from runledger.ledger.overlap import Slot
 from tests.handler.support import T0
 from tests.handler.support import run_record as record
 
@@ -30,13 +31,6 @@ def backfill_docs(request, store):
     return FirestoreBackfills(request.getfixturevalue("firestore_db"), "scheduler_runs")
 
 
-def test_a_slotted_claim_writes_the_run_and_its_slot_in_one_commit(store):
-    version = store.claim_slotted("k1", record("a1"), None, SLOT, None, None)
-    assert store.get("k1").version == version
-    slot = store.get_slot(SLOT)
-    assert (slot.slot.run_key, slot.slot.record) == ("k1", record("a1"))
-
-
 def test_a_slotted_claim_refused_by_any_precondition_writes_nothing(store):
     first = store.claim_slotted("k1", record("a1"), None, SLOT, None, None)
     slot_version = store.get_slot(SLOT).version
@@ -44,7 +38,8 @@ def test_a_slotted_claim_refused_by_any_precondition_writes_nothing(store):
     with pytest.raises(VersionConflict):
         store.claim_slotted("k1", record("a2"), None, SLOT, slot_version, None)
     # The slot moved since read (a stale version): the new run is not created either.
-    store.update_slotted("k1", {"attempts": 2}, first, SLOT)
+    moved = replace(record("a1"), attempts=2)
+    store.update_slotted("k1", {"attempts": 2}, first, SLOT, Slot("k1", moved))
     with pytest.raises(VersionConflict):
         store.claim_slotted("k2", record("b1"), None, SLOT, slot_version, None)
     assert store.get("k2") is None
@@ -61,18 +56,6 @@ def test_a_slotted_claim_ends_the_dead_holders_lease_only_if_its_record_exists(s
     store.claim_slotted("k2", later, None, SLOT, slot_version, "k1")
     assert store.get("k1").record.lease_expires == later.claimed_at
     assert store.get_slot(SLOT).slot.run_key == "k2"
-
-
-def test_a_slotted_update_changes_run_and_slot_and_needs_both(store):
-    version = store.claim_slotted("k1", record("a1"), None, SLOT, None, None)
-    new = store.update_slotted("k1", {"status": Status.COMPLETED.value}, version, SLOT)
-    assert store.get("k1").record.status is Status.COMPLETED
-    assert store.get_slot(SLOT).slot.record.status is Status.COMPLETED
-    with pytest.raises(VersionConflict):
-        store.update_slotted("k1", {"attempts": 3}, version, SLOT)
-    with pytest.raises(VersionConflict):
-        store.update_slotted("k1", {"attempts": 3}, new, "no-such-slot")
-    assert store.get("k1").record.attempts == 1
 
 
 def test_backfill_documents_are_created_once_and_compare_and_set(backfill_docs):

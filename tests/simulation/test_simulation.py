@@ -16,19 +16,15 @@ import pytest
 
 from localrun.simulation.run import run_seed
 from localrun.simulation.scenario import FEATURES
-from runledger.delivery import app, duplicate_wait
+from runledger.delivery import duplicate_wait, pipeline
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
 
 # The coordinator takes a class out of here when its fix merges (issue 27).
 HELD_BACK = frozenset(
     {
-        "delete_audit_docs",  # bug 1: a deleted slot fences out the live holder
-        "lost_slotted_claim",  # bug 2: a given-up claim's slot keeps its lease
-        "backfill_overlap",  # bug 3: overlap_skipped/overlap_delayed counted as done
-        "stack_unpause",  # bug 4: the stack's unpause leaves the job paused, unreported
-        "pause_evidence",  # bug 5: the pause dated by userUpdateTime, ended pauses caught up
-        "operator_skew",  # bug 6: --include-failed compares two machines' clocks
+        "delete_audit_docs",  # open: deleted epochs and watermarks leave earlier times unjudged
+        "backfill_overlap",  # open: with backfills meeting running holders, audits stop settling
         "audit_crash_after_save",  # found here: findings lost after the watermark write
     }
 )
@@ -38,13 +34,9 @@ FIXED_SEEDS = range(24)
 CHUNK = 6
 # A seed that shows each held-back class's bug on today's code (found by `make simulate`).
 BUG_SEEDS = {
-    "delete_audit_docs": 1,
-    "lost_slotted_claim": 0,
-    "backfill_overlap": 1,
-    "stack_unpause": 2,
-    "pause_evidence": 4,
-    "operator_skew": 1,
-    "audit_crash_after_save": 5,
+    "delete_audit_docs": 0,
+    "backfill_overlap": 15,
+    "audit_crash_after_save": 0,
 }
 
 
@@ -77,7 +69,7 @@ def test_each_held_back_class_still_shows_its_bug(feature):
 
 
 def _patch_takeover(monkeypatch, rule):
-    for module in (machine, overlap, app, duplicate_wait):
+    for module in (machine, overlap, pipeline, duplicate_wait):
         monkeypatch.setattr(module, "may_take_over", rule)
 
 

@@ -193,17 +193,13 @@ class MemoryRunStore:
             return version
 
     def update_slotted(
-        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str
+        self, run_key: str, changes: Mapping[str, Any], version: Any, key: str, slot: Slot
     ) -> Any:
+        """The run fenced at `version`; the slot set whole, no precondition (set() creates it)."""
         with self._lock:
             current = self._checked(run_key, version)
-            slot = self._slots.get(key)
-            if slot is None:
-                raise VersionConflict(key)  # update() without an option needs the document
             new_version = self._apply(run_key, current, changes)
-            document = slot.slot.record.to_document() | dict(changes)
-            record = RunRecord.from_document(document)
-            self._slots[key] = StoredSlot(Slot(slot.slot.run_key, record), new_version)
+            self._slots[key] = StoredSlot(slot, new_version)
             return new_version
 
     # -- the backfill requests and their queue (runledger.backfill.queue.BackfillDocs) --
