@@ -31,14 +31,13 @@ from runledger.ledger.machine import MAX_CLOCK_SKEW
 if TYPE_CHECKING:
     from localrun.simulation.world import World
 
-# The fault classes held back by a switch, each with the bug it shows (issue 27).
+# The fault classes a run can hold back (`--without`), each with what it adds to the world.
 FEATURES = {
-    "delete_audit_docs": "runledger_audit deleted while a skip job runs (lease lost, run twice)",
-    "lost_slotted_claim": "a slotted claim's answer lost (the slot keeps a live lease)",
-    "backfill_overlap": "backfill and catch-up of skip/delay jobs (overlap outcomes taken as done)",
-    "stack_unpause": "the stack unpauses a job it paused (the provider leaves it paused)",
-    "pause_evidence": "console pauses, and pauses in a repeated hour (the pause's start taken "
-    "from userUpdateTime, times inside an ended pause caught up)",
+    "delete_audit_docs": "runledger_audit (epochs, watermarks, slots) deleted while jobs run",
+    "lost_slotted_claim": "a slotted claim that lands and loses its answer",
+    "backfill_overlap": "backfill and catch-up of skip/delay jobs while one of their runs works",
+    "stack_unpause": "the stack unpauses a job it paused",
+    "pause_evidence": "console pauses (short ones between audits), pauses in a repeated hour",
     "audit_crash_after_save": "an audit killed, or its watermark write's answer lost, after "
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
