@@ -96,8 +96,7 @@ class ScheduledJobs(pulumi.ComponentResource):
             for job in args.config.scheduler_jobs
         ]
         if args.config.audit_job is not None:
-            _grant_scheduler_view(self, args)
-            _grant_pause_log_read(self, args)
+            _grant_audit_reads(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
 
@@ -163,65 +162,54 @@ def _grant_workflow_invoker(
     )
 
 
-def _grant_scheduler_view(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
-    """A custom role holding `facts.SCHEDULER_READ_PERMISSIONS`, granted on the project.
+def _grant_audit_reads(parent: ScheduledJobs, args: ScheduledJobsArgs) -> None:
+    """The audit's two reads, each a custom role holding only what it calls, on the project.
 
-    Not roles/cloudscheduler.viewer: that role also reads every job's target
-    (cloudscheduler.jobs.fullView), other workloads' headers and bodies included.
+    Scheduler's listing (`facts.SCHEDULER_READ_PERMISSIONS`), not
+    roles/cloudscheduler.viewer: that role also reads every job's target
+    (cloudscheduler.jobs.fullView), other workloads' headers and bodies included;
     Scheduler permissions are granted no lower than the project ("Cloud Scheduler
-    roles and permissions": lowest-level resource, Project). Nothing waits for the
-    grant: until it applies, the audit falls back to DEDUP_SCHEDULES.
+    roles and permissions": lowest-level resource, Project).
+
+    Scheduler's Admin Activity log (`facts.PAUSE_LOG_PERMISSIONS`):
+    `runledger.audit.pause_log` calls entries.list on the project, which needs
+    `logging.logEntries.list` (`logging.privateLogEntries.list` is for Data Access
+    logs); every predefined Logging role that holds it grants more
+    (roles/logging.viewer also lists logs, sinks, buckets and views), and log
+    entries have no narrower IAM resource than the project here.
+
+    Nothing waits for either grant: until the listing applies the audit falls back
+    to DEDUP_SCHEDULES; until the log read does, it reports missed times of unknown
+    state and catches none up.
     """
-    place = args.placement
-    role = custom_role(
-        place,
-        parent,
-        "scheduler-read-role",
-        args.config.project,
-        "scheduler_read",
-        "list Cloud Scheduler jobs",
-        "List the project's Scheduler jobs (state and schedule); nothing else.",
-        facts.SCHEDULER_READ_PERMISSIONS,
-    )
-    return gcp.projects.IAMMember(
-        place.name("scheduler-read"),
-        gcp.projects.IAMMemberArgs(
-            project=args.config.project, role=role.name, member=args.runtime_member
+    reads = (
+        (
+            "scheduler-read-role",
+            "scheduler-read",
+            "scheduler_read",
+            "list Cloud Scheduler jobs",
+            "List the project's Scheduler jobs (state and schedule); nothing else.",
+            facts.SCHEDULER_READ_PERMISSIONS,
         ),
-        opts=place.opts(parent),
-    )
-
-
-def _grant_pause_log_read(parent: ScheduledJobs, args: ScheduledJobsArgs) -> pulumi.Resource:
-    """A custom role holding only `facts.PAUSE_LOG_PERMISSIONS`, on the project, for the
-    runtime account.
-
-    `runledger.audit.pause_log` calls entries.list on the project for Cloud
-    Scheduler's Admin Activity entries, which needs `logging.logEntries.list`
-    (`logging.privateLogEntries.list` is for Data Access logs); every predefined
-    Logging role that holds it grants more (roles/logging.viewer also lists logs,
-    sinks, buckets and views). Log entries have no narrower IAM resource than
-    the project here. Nothing waits for the grant: until it applies, the audit
-    reports missed times of unknown state and catches none up.
-    """
-    place = args.placement
-    role = custom_role(
-        place,
-        parent,
-        "pause-log-role",
-        args.config.project,
-        "pause_log_read",
-        "read Cloud Scheduler's audit log entries",
-        "List log entries (the audit reads PauseJob and ResumeJob); nothing else.",
-        facts.PAUSE_LOG_PERMISSIONS,
-    )
-    return gcp.projects.IAMMember(
-        place.name("pause-log-read"),
-        gcp.projects.IAMMemberArgs(
-            project=args.config.project, role=role.name, member=args.runtime_member
+        (
+            "pause-log-role",
+            "pause-log-read",
+            "pause_log_read",
+            "read Cloud Scheduler's audit log entries",
+            "List log entries (the audit reads PauseJob and ResumeJob); nothing else.",
+            facts.PAUSE_LOG_PERMISSIONS,
         ),
-        opts=place.opts(parent),
     )
+    place, project = args.placement, args.config.project
+    for role_name, grant_name, role_id, title, description, permissions in reads:
+        role = custom_role(
+            place, parent, role_name, project, role_id, title, description, permissions
+        )
+        gcp.projects.IAMMember(
+            place.name(grant_name),
+            gcp.projects.IAMMemberArgs(project=project, role=role.name, member=args.runtime_member),
+            opts=place.opts(parent),
+        )
 
 
 def _enable_target_apis(parent: ScheduledJobs, args: ScheduledJobsArgs) -> list[pulumi.Resource]:
