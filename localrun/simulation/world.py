@@ -29,7 +29,7 @@ from localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
 from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
-from runledger.backfill.plan import plan
+from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
 from runledger.delivery.app import App, configured_wait
 from runledger.delivery.duplicate_wait import DuplicateWait, Waited
@@ -238,28 +238,22 @@ class World:
         schedule = audit.schedule(job_id)
         assert schedule is not None
         line = job_timeline(self._listing, schedule, start)
-        planned = plan(
-            schedule,
-            start,
-            end,
-            self.inner.get_many,
-            audit.project,
-            audit.region,
-            include_failed,
-            now,
-            line,
-        )
-        truth = plan(
-            schedule,
-            start,
-            end,
-            self.inner.get_many,
-            audit.project,
-            audit.region,
-            include_failed,
-            self.loop.now,
-            line,
-        )
+
+        def planned_at(moment: datetime) -> Plan:
+            return plan(
+                schedule,
+                start,
+                end,
+                self.inner.get_many,
+                audit.project,
+                audit.region,
+                include_failed,
+                moment,
+                line,
+            )
+
+        # What the operator's laptop plans, and what the world's own clock says is due.
+        planned, truth = planned_at(now), planned_at(self.loop.now)
         text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
         self.history.backfill_asked(
             self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
