@@ -19,6 +19,7 @@ was.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +32,9 @@ METHOD_PREFIX = "google.cloud.scheduler.v1.CloudScheduler."
 PAUSE_METHOD = METHOD_PREFIX + "PauseJob"
 RESUME_METHOD = METHOD_PREFIX + "ResumeJob"
 PAGE_SIZE = 1000  # the largest page entries.list returns
-_TIMEOUT_S = 10
+# One call of a Google REST API the audit reads (this log, Scheduler's listing) and
+# how many pages of it the audit follows.
+CALL_TIMEOUT_S = 10
 _MAX_PAGES = 20
 
 
@@ -87,22 +90,40 @@ def pause_changes(
         "pageSize": PAGE_SIZE,
     }
     changes: dict[str, list[StateChange]] = {}
-    for _ in range(_MAX_PAGES):
-        try:
-            answer = session.post(LOGGING_API, json=body, timeout=_TIMEOUT_S)
-        except Exception as exc:  # transport or token refresh: no history
-            raise SchedulerUnreadable(f"entries.list failed: {type(exc).__name__}") from None
-        if answer.status_code == 403:
-            raise SchedulerUnreadable("permission logging.logEntries.list denied")
-        if answer.status_code != 200:
-            raise SchedulerUnreadable(f"entries.list answered HTTP {answer.status_code}")
-        page = answer.json()
+
+    def send(token: str) -> Any:
+        page = body | ({"pageToken": token} if token else {})
+        return session.post(LOGGING_API, json=page, timeout=CALL_TIMEOUT_S)
+
+    for page in google_pages(send, "entries.list", "logging.logEntries.list"):
         for entry in page.get("entries", []):
             found = change_of(entry)
             if found is not None:
                 changes.setdefault(found[0], []).append(found[1])
+    return {job: sorted(items, key=lambda c: c.at) for job, items in changes.items()}
+
+
+def google_pages(
+    send: Callable[[str], Any], method: str, permission: str
+) -> Iterator[dict[str, Any]]:
+    """Each page of a paged Google REST call, `send(page_token)` ("" first).
+
+    Any failure (transport or token refresh, a refusal, another status, more than
+    _MAX_PAGES pages) raises SchedulerUnreadable with one line naming `method`.
+    """
+    token = ""
+    for _ in range(_MAX_PAGES):
+        try:
+            answer = send(token)
+        except Exception as exc:  # transport or token refresh: no answer to go by
+            raise SchedulerUnreadable(f"{method} failed: {type(exc).__name__}") from None
+        if answer.status_code == 403:
+            raise SchedulerUnreadable(f"permission {permission} denied")
+        if answer.status_code != 200:
+            raise SchedulerUnreadable(f"{method} answered HTTP {answer.status_code}")
+        page = answer.json()
+        yield page
         token = page.get("nextPageToken", "")
         if not token:
-            return {job: sorted(items, key=lambda c: c.at) for job, items in changes.items()}
-        body["pageToken"] = token
-    raise SchedulerUnreadable(f"entries.list returned more than {_MAX_PAGES} pages")
+            return
+    raise SchedulerUnreadable(f"{method} returned more than {_MAX_PAGES} pages")

@@ -35,15 +35,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from runledger.audit.pause_log import StateChange, pause_changes
+from runledger.audit.pause_log import CALL_TIMEOUT_S, StateChange, google_pages, pause_changes
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.schedules import JobSchedule
 
 API = "https://cloudscheduler.googleapis.com/v1"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 PAGE_SIZE = 500  # the largest page jobs.list returns
-_TIMEOUT_S = 10
-_MAX_PAGES = 20
 
 
 @dataclass(frozen=True)
@@ -100,25 +98,16 @@ def scheduler_lister(project: str, region: str, env: Mapping[str, str]) -> Liste
         session = AuthorizedSession(credentials)
         url = f"{API}/projects/{project}/locations/{region}/jobs"
         jobs: dict[str, LiveJob] = {}
-        token = ""
-        for _ in range(_MAX_PAGES):
+
+        def send(token: str) -> Any:
             params = {"pageSize": str(PAGE_SIZE)} | ({"pageToken": token} if token else {})
-            try:
-                answer = session.get(url, params=params, timeout=_TIMEOUT_S)
-            except Exception as exc:  # transport or token refresh: no verdict from Scheduler
-                raise SchedulerUnreadable(f"jobs.list failed: {type(exc).__name__}") from None
-            if answer.status_code == 403:
-                raise SchedulerUnreadable("permission cloudscheduler.jobs.list denied")
-            if answer.status_code != 200:
-                raise SchedulerUnreadable(f"jobs.list answered HTTP {answer.status_code}")
-            body = answer.json()
-            for resource in body.get("jobs", []):
+            return session.get(url, params=params, timeout=CALL_TIMEOUT_S)
+
+        for page in google_pages(send, "jobs.list", "cloudscheduler.jobs.list"):
+            for resource in page.get("jobs", []):
                 job = live_job(resource)
                 jobs[job.id] = job
-            token = body.get("nextPageToken", "")
-            if not token:
-                return _with_history(jobs, session, project, region, since)
-        raise SchedulerUnreadable(f"jobs.list returned more than {_MAX_PAGES} pages")
+        return _with_history(jobs, session, project, region, since)
 
     return listing
 
