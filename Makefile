@@ -63,36 +63,36 @@ test-jobs: $(STAMP)
 	$(PY) -m pytest -q $(wildcard tests/test_jobs.py tests/test_jobs_*.py)
 
 plan: $(STAMP)
-	$(PY) -m offline.plan --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
+	$(PY) -m scheduler_dedup.offline.plan --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
 
 # make exits 2 whenever a recipe fails; its "Error N" line keeps the check's own status
 # (1 mandatory violation, 2 tool or program failure). CI that needs that status as the
-# exit code runs the command itself: .venv/bin/python -m offline.policy_check ...
+# exit code runs the command itself: .venv/bin/python -m scheduler_dedup.offline.policy_check ...
 policy-check: $(STAMP)
-	$(PY) -m offline.policy_check --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
+	$(PY) -m scheduler_dedup.offline.policy_check --dir $(DIR) $(if $(STACK),--stack $(STACK)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV))
 
 # Every stack file of DIR, one check each; fails if any of them fails.
 policy-check-all: $(STAMP)
-	@stacks="$$($(PY) -m offline.stack_file --dir $(DIR))" || exit 2; \
+	@stacks="$$($(PY) -m scheduler_dedup.offline.stack_file --dir $(DIR))" || exit 2; \
 	test -n "$$stacks" || { echo "error: no Pulumi.<stack>.yaml in $(DIR)" >&2; exit 2; }; \
 	status=0; for stack in $$stacks; do \
-	  $(PY) -m offline.policy_check --dir $(DIR) --stack $$stack $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV)) || status=1; \
+	  $(PY) -m scheduler_dedup.offline.policy_check --dir $(DIR) --stack $$stack $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG)) $(if $(VIRTUALENV),--virtualenv $(VIRTUALENV)) || status=1; \
 	done; exit $$status
 
 demo: $(STAMP)
-	$(PY) -m localrun.demo $(ARGS)
+	$(PY) -m scheduler_dedup.localrun.demo $(ARGS)
 
 # Stops what `make demo ARGS=--keep` left running (the emulator and the handler).
 demo-stop: $(STAMP)
-	$(PY) -m localrun.demo_keep stop
+	$(PY) -m scheduler_dedup.localrun.demo_keep stop
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
 
-# The deterministic simulation (localrun/simulation, docs/reliability.md "The simulator"):
+# The deterministic simulation (scheduler_dedup/localrun/simulation, docs/reliability.md "The simulator"):
 # ARGS="--seeds N" runs N seeds, ARGS="--seed S" prints one seed's trace.
 simulate: $(STAMP)
-	$(PY) -m localrun.simulation $(ARGS)
+	$(PY) -m scheduler_dedup.localrun.simulation $(ARGS)
 
 # google.api_core warns at import that it will drop Python 3.11 in 2027; that
 # says nothing about the command, so only that warning is silenced.

@@ -24,13 +24,13 @@ from google.cloud import firestore
 
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
-from localrun.rpccount import RpcCounter
 from runledger.audit.expected import MAX_READS, AuditTooLarge, expected_runs
 from runledger.audit.runner import Audit
 from runledger.ledger.epochs import read_epochs, record_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import RunRecord, Status
 from runledger.schedules import AuditSettings, parse_schedules
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 # The jobs' timing: Cloud Scheduler's default 180 s deadline, no retries; the bench's lease.
 RETRY_WINDOW_S = 180

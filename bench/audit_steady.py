@@ -29,12 +29,12 @@ from google.cloud import firestore
 from bench.audit_cost import LEASE, MISSING_EVERY, AuditSize, audit_settings, seed_completed
 from bench.opcount import OpCounter
 from bench.schedule import PROJECT, REGION
-from localrun.rpccount import RpcCounter
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.runner import READ_BUDGET, Audit
 from runledger.delivery.identify import run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.watermarks import JobMark, LedgerMarks
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 # The stack's default audit schedule: every 30 minutes.
 AUDIT_EVERY = timedelta(minutes=30)

@@ -1,6 +1,6 @@
 """functions-framework entry point for the baseline, served like `handler/main.py`.
 
-`localrun.handler_server.start_handler(env, source=<this file>,
+`scheduler_dedup.localrun.handler_server.start_handler(env, source=<this file>,
 target="handle_baseline")` runs it under the same server, threads and
 emulator as the handler, so the HTTP numbers differ only by the ledger.
 """

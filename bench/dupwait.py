@@ -29,7 +29,6 @@ from google.cloud import firestore
 
 from bench.schedule import JOB, ScheduleTimes, delivery_headers
 from bench.summary import Spread
-from localrun.rpccount import RpcCounter
 from runledger.config import Settings
 from runledger.delivery.app import App
 from runledger.delivery.duplicate_wait import DuplicateWait
@@ -38,6 +37,7 @@ from runledger.facts import DEFAULT_ATTEMPT_DEADLINE_S
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.run import Claim
 from runledger.sdk.registry import load_jobs
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 DEFAULT_DEADLINE = timedelta(seconds=DEFAULT_ATTEMPT_DEADLINE_S)
 HOLDER_S = 1.0

@@ -19,7 +19,7 @@ a chunk is never delayed by the chunks in front of it beyond its own due time.
 
 Everything stays on 127.0.0.1. Every loop ends on end-of-stream, a socket
 error or `stop()`; the blocking waits use short timeouts so `stop()` is seen.
-The listener, accept loop and teardown are `localrun.tcprelay.TcpRelay`,
+The listener, accept loop and teardown are `scheduler_dedup.localrun.tcprelay.TcpRelay`,
 shared with the reliability tests' cuttable link; only the pumps are here.
 """
 
@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from localrun.tcprelay import LOOPBACK, TcpRelay
+from scheduler_dedup.localrun.tcprelay import LOOPBACK, TcpRelay
 
 CHUNK_BYTES = 65536
 # How often a blocked accept or an idle writer looks at the stop flag.
@@ -95,7 +95,7 @@ class LatencyLink(TcpRelay):
 
     `host` is what to put in FIRESTORE_EMULATOR_HOST instead of the emulator's
     own address. Use as a context manager, or call `start()` and `stop()`.
-    Listening, accepting and teardown come from `localrun.tcprelay.TcpRelay`;
+    Listening, accepting and teardown come from `scheduler_dedup.localrun.tcprelay.TcpRelay`;
     this class adds only the delayed, order-keeping pumps.
     """
 

@@ -4,7 +4,7 @@ RPC counts say how many round trips a delivery waits for; Firestore bills by
 documents read and written instead, so both are reported. Reads are the
 documents a BatchGet asked for (a lookup of a missing document is billed
 too); writes are the writes of commits that succeeded. Like
-`localrun.rpccount`, this wraps the client's generated API object.
+`scheduler_dedup.localrun.rpccount`, this wraps the client's generated API object.
 """
 
 from __future__ import annotations

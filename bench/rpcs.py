@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from bench.inprocess import InProcessSide
 from bench.opcount import OpCounter
 from bench.schedule import ScheduleTimes, delivery_headers
-from localrun.rpccount import RpcCounter
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 FIRST = "first delivery"
 DUP_COMPLETED = "duplicate of completed run"

@@ -40,9 +40,6 @@ from bench.opcount import OpCounter
 from bench.rpcs import SCENARIOS, measure
 from bench.schedule import ScheduleTimes
 from bench.summary import percentile
-from localrun.emulator import FirestoreEmulator, start_emulator
-from localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
-from localrun.rpccount import RpcCounter
 from runledger.config import (
     COLLECTION_ENV,
     DUPLICATE_WAIT_ENV,
@@ -50,6 +47,9 @@ from runledger.config import (
     LEASE_ENV,
     RETENTION_ENV,
 )
+from scheduler_dedup.localrun.emulator import FirestoreEmulator, start_emulator
+from scheduler_dedup.localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 SIDES = ("handler", "baseline")
 ENTRY_POINTS = {

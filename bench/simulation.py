@@ -1,6 +1,6 @@
 """How fast the deterministic simulation runs: simulated scheduled times per second.
 
-One process plays `seeds` seeds of `localrun.simulation` on the memory store, with
+One process plays `seeds` seeds of `scheduler_dedup.localrun.simulation` on the memory store, with
 every fault class on, and the wall time is all of it: the world, the real
 handler code, the oracle's check. `make simulate`'s 1,000 seeds run on two
 processes, so they take about half of seeds / this rate.
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.simulation.run import run_seed
-from localrun.simulation.scenario import FEATURES
+from scheduler_dedup.localrun.simulation.run import run_seed
+from scheduler_dedup.localrun.simulation.scenario import FEATURES
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
-from localrun.process import LOG_DIR_ENV
+from scheduler_dedup.localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
+from scheduler_dedup.localrun.process import LOG_DIR_ENV
 
 MISSING_PREFIX = "FIRESTORE EMULATOR MISSING"
 _missing_tests: list[str] = []

@@ -16,7 +16,12 @@ from pathlib import Path
 
 from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.config.parser import parse_config
-from offline.stack_file import read_project_name, read_stack_values, stack_file, stack_names
+from scheduler_dedup.offline.stack_file import (
+    read_project_name,
+    read_stack_values,
+    stack_file,
+    stack_names,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO_STACKS = tuple(stack_names(REPO_ROOT))

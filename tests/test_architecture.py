@@ -1,7 +1,7 @@
 """The house rules a newcomer relies on, checked on the source itself.
 
 - No import loop among the modules of each deployable part (handler/, infra/,
-  offline/, policies/): every import counts, at module level, inside a
+  scheduler_dedup/, policies/): every import counts, at module level, inside a
   function or under TYPE_CHECKING, since each is a dependency a reader follows.
 - No module over MAX_LINES lines in those parts.
 - Each contract name (every DEDUP_* variable, every HTTP header the code
@@ -30,7 +30,7 @@ MAX_LINES = 400
 PARTS = {
     "handler": ROOT / "handler",
     "infra": ROOT / "infra",
-    "offline": ROOT,
+    "scheduler_dedup/offline": ROOT,
     "policies": ROOT / "policies",
 }
 # The policy pack's tested copies of the handler's contract: it installs with only

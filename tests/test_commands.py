@@ -15,7 +15,7 @@ def _module(module: str, project: Path) -> list[str]:
 
 
 def test_plan_piped_into_head_ends_quietly(tmp_path: Path) -> None:
-    command = _module("offline.plan", machinery_project(tmp_path))
+    command = _module("scheduler_dedup.offline.plan", machinery_project(tmp_path))
     plan = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT)
     assert plan.stdout is not None and plan.stderr is not None
     first = plan.stdout.readline()
@@ -29,10 +29,14 @@ def test_plan_piped_into_head_ends_quietly(tmp_path: Path) -> None:
 def test_plan_and_policy_check_count_the_same_resources(tmp_path: Path) -> None:
     project = machinery_project(tmp_path)
     plan = subprocess.run(
-        _module("offline.plan", project), capture_output=True, text=True, timeout=240, cwd=REPO_ROOT
+        _module("scheduler_dedup.offline.plan", project),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO_ROOT,
     )
     check = subprocess.run(
-        _module("offline.policy_check", project),
+        _module("scheduler_dedup.offline.policy_check", project),
         capture_output=True,
         text=True,
         timeout=240,

@@ -19,7 +19,7 @@ DOCS = (REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")))
 RUNBOOK = REPO_ROOT / "docs" / "runbook.md"
 ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
 # The packages whose every module the architecture's module map names.
-MAPPED_DIRS = ("handler", "infra", "offline", "policies", "localrun", "bench")
+MAPPED_DIRS = ("handler", "infra", "scheduler_dedup", "policies", "bench")
 # The README's first screen: what a newcomer sees before scrolling.
 FIRST_SCREEN_LINES = 60
 # A module list names modules; a first screen may mention one or two in passing.

@@ -12,8 +12,9 @@ entire suite again (many minutes):
 - always (part of `make test`): in the copy, with this session's interpreter
   pointed at the copy's code (PYTHONPATH, so the editable install of this
   checkout is not used), the team's job test and the machinery tests that would
-  break first if anything depended on the example, `offline.plan`,
-  `offline.policy_check` and a short `localrun.demo` that runs the team's jobs;
+  break first if anything depended on the example, `scheduler_dedup.offline.plan`,
+  `scheduler_dedup.offline.policy_check` and a short `scheduler_dedup.localrun.demo`
+  that runs the team's jobs;
 - marked `full_copy`, deselected in `make test` and run by `.ci/run` and the
   GitHub workflow (`pytest -m full_copy tests/test_template_copy.py`): a fresh
   `git clone` of the committed copy runs `make test`, `make plan`,
@@ -180,7 +181,7 @@ def test_machinery_tests_and_the_teams_job_test_pass_with_other_jobs(team_copy: 
 
 
 def test_plan_without_a_stack_name_plans_the_teams_only_stack(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "offline.plan")
+    result = _run(team_copy, "-m", "scheduler_dedup.offline.plan")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Plan for stack 'dev'")
     for job in TEAM_JOB_IDS:
@@ -191,7 +192,7 @@ def test_plan_without_a_stack_name_plans_the_teams_only_stack(team_copy: Path) -
 
 
 def test_policy_check_without_a_stack_name_checks_the_teams_stack(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "offline.policy_check")
+    result = _run(team_copy, "-m", "scheduler_dedup.offline.policy_check")
     assert result.returncode == 0, result.stdout + result.stderr
     assert " on stack dev of " in result.stdout
     assert "policy check passed: 0 mandatory" in result.stdout
@@ -200,7 +201,7 @@ def test_policy_check_without_a_stack_name_checks_the_teams_stack(team_copy: Pat
 @pytest.mark.firestore
 @pytest.mark.timeout(600)
 def test_the_demo_runs_the_teams_own_jobs(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "localrun.demo", "--runs", "2")
+    result = _run(team_copy, "-m", "scheduler_dedup.localrun.demo", "--runs", "2")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     out = result.stdout
     assert "work: your jobs from handler/jobs.py" in out

@@ -4,4 +4,7 @@ from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import Jobs
 
-__all__ = ["Jobs", "LeaseLost", "RunContext", "TerminalJobError"]
+# The distribution's version (pyproject.toml reads it here; CHANGELOG.md has each one).
+__version__ = "0.2.0"
+
+__all__ = ["Jobs", "LeaseLost", "RunContext", "TerminalJobError", "__version__"]

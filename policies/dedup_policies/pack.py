@@ -3,7 +3,7 @@
 `pulumi_policy.PolicyPack(...)` serves gRPC and never returns, so it is only
 constructed in the pack's `__main__.py`, from `pack_arguments()`. Tests import
 `policies()` and `pack_arguments()` directly; the offline checker
-(`offline.pack_loader`) runs the pack's `__main__.py` itself, with `PolicyPack`
+(`scheduler_dedup.offline.pack_loader`) runs the pack's `__main__.py` itself, with `PolicyPack`
 replaced by a recorder, so it checks exactly what the CLI would load, also for an
 edited copy of the pack.
 """

@@ -13,8 +13,8 @@ from bench.opcount import OpCounter
 from bench.report import Report
 from bench.runner import LEASE_SECONDS, RETENTION_SECONDS, Samples
 from bench.schedule import ScheduleTimes
-from localrun.rpccount import RpcCounter
 from runledger.config import Settings
+from scheduler_dedup.localrun.rpccount import RpcCounter
 
 
 @pytest.mark.firestore

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from localrun.rpccount import RpcCounter
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import Ledger
 from runledger.ledger.memory_store import MemoryRunStore
+from scheduler_dedup.localrun.rpccount import RpcCounter
 from tests.handler.support import FakeClock, make_ledger
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from localrun.handler_server import HANDLER_DIR
 from runledger.audit.expected import schedule_times
 from runledger.audit.findings import Finding
 from runledger.audit.runner import Audit
@@ -27,6 +26,7 @@ from runledger.schedules import (
     parse_schedules,
 )
 from runledger.sdk.context import RunContext
+from scheduler_dedup.localrun.handler_server import HANDLER_DIR
 from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,

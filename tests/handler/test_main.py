@@ -14,7 +14,7 @@ import sys
 import pytest
 import requests
 
-from localrun.handler_server import HANDLER_DIR, REPO_ROOT, start_handler
+from scheduler_dedup.localrun.handler_server import HANDLER_DIR, REPO_ROOT, start_handler
 from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers, start_main
 

@@ -1,6 +1,6 @@
 """The overlap slot's commits and the backfill documents act alike on Firestore and in memory.
 
-The simulator (`localrun.simulation`) runs the whole system on the memory store,
+The simulator (`scheduler_dedup.localrun.simulation`) runs the whole system on the memory store,
 so each Firestore semantic it relies on is pinned here on both: a slotted claim
 lands whole or not at all (the slotted update: tests/handler/test_store_contract.py),
 and the backfill documents are created once and compare-and-set.

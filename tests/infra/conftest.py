@@ -1,6 +1,6 @@
 """Fixtures for the infrastructure tests: disposable copies of the Pulumi project.
 
-Each test runs the real program (`infra/__main__.py`) through `offline.mockrun` on
+Each test runs the real program (`infra/__main__.py`) through `scheduler_dedup.offline.mockrun` on
 a copy in a temporary directory, with a small stand-in handler, so tests can edit
 stack config and handler code freely and never depend on the live `handler/` tree.
 
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline.mockrun import ProgramResources, run_program
+from scheduler_dedup.offline.mockrun import ProgramResources, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,6 @@ import pytest
 
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import parse_config
-from offline.mockrun import CapturedResource, ProgramFailed, run_program
 from runledger import facts
 from runledger.audit.findings import AuditReport, Finding
 from runledger.audit.report import log_report
@@ -27,6 +26,7 @@ from runledger.config import Settings
 from runledger.exceptions import StoreUnavailable, TerminalJobError
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from scheduler_dedup.offline.mockrun import CapturedResource, ProgramFailed, run_program
 from tests.clitools import run_module
 from tests.handler.support import FakeClock, deliver, make_app
 from tests.infra.conftest import SharedRuns, tree_digest, write_handler
@@ -171,7 +171,9 @@ def test_make_plan_shows_each_jobs_paused_state_on_the_scheduler_job(
     jobs[1].update(paused=True)
     path = make_stack({**multi_job_config, f"{NS}jobs": jobs})
 
-    result = run_module("offline.plan", "--dir", str(path), "--stack", "test", timeout_s=120)
+    result = run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(path), "--stack", "test", timeout_s=120
+    )
 
     assert result.returncode == 0, result.stderr
     # Each Scheduler job's settings follow its line: `name`, then `paused` among them.
@@ -736,7 +738,7 @@ def test_a_job_named_like_the_stacks_audit_job_is_rejected(run, multi_job_config
 
 def test_the_example_plan_grants_no_predefined_scheduler_role() -> None:
     # `make plan` of the repository's example stack: the audit's listing is a custom role.
-    result = run_module("offline.plan", timeout_s=120)
+    result = run_module("scheduler_dedup.offline.plan", timeout_s=120)
 
     assert result.returncode == 0, result.stderr
     assert "roles/cloudscheduler." not in result.stdout

@@ -6,7 +6,7 @@ import pytest
 
 from dedup_schedule.config.capacity import capacity, overlapping_runs, run_span_s
 from dedup_schedule.config.parser import parse_config
-from offline.stack_file import read_project_name, read_stack_values
+from scheduler_dedup.offline.stack_file import read_project_name, read_stack_values
 from tests.stacks import FIXTURE_DIR, REPO_ROOT, REPO_STACKS, fixture_values
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from offline.mockrun import ProgramFailed, run_program
 from runledger import facts
 from runledger.config import Settings
 from runledger.exceptions import ConfigError
 from runledger.schedules import audit_settings, parse_schedules
+from scheduler_dedup.offline.mockrun import ProgramFailed, run_program
 from tests.clitools import run_module
 
 NS = "scheduler-dedup:"
@@ -77,7 +77,12 @@ def test_the_dashboard_charts_skipped_runs_only_when_a_job_skips(stack) -> None:
 
 def test_make_plan_shows_overlap_in_the_job_entry(stack) -> None:
     result = run_module(
-        "offline.plan", "--dir", str(stack(job0="skip")), "--stack", "test", timeout_s=120
+        "scheduler_dedup.offline.plan",
+        "--dir",
+        str(stack(job0="skip")),
+        "--stack",
+        "test",
+        timeout_s=120,
     )
 
     assert result.returncode == 0, result.stderr
@@ -108,7 +113,12 @@ def test_an_unknown_overlap_names_its_key_in_one_line(stack, value, message) -> 
 
 def test_the_plan_reports_a_bad_overlap_in_one_line(stack) -> None:
     result = run_module(
-        "offline.plan", "--dir", str(stack(job2="forbid")), "--stack", "test", timeout_s=120
+        "scheduler_dedup.offline.plan",
+        "--dir",
+        str(stack(job2="forbid")),
+        "--stack",
+        "test",
+        timeout_s=120,
     )
 
     assert result.returncode == 2

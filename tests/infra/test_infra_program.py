@@ -1,7 +1,7 @@
 """The real Pulumi program under mocks: what it creates, and that it is locked down.
 
 Resources are captured in wire form (camelCase, numbers as floats) by
-`offline.mockrun`, so these assertions see what the engine and policies would see.
+`scheduler_dedup.offline.mockrun`, so these assertions see what the engine and policies would see.
 The program runs with preview off, so every `apply` runs and computed values
 (emails, the service URL) are the mocks' realistic ones, never None.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from offline.mockrun import (
+from scheduler_dedup.offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
     ProgramFailed,
@@ -262,7 +262,8 @@ def test_the_handler_knows_the_invoker_by_email_and_by_unique_id(resources) -> N
     """Google ID tokens always carry `sub` (the account's unique id); `email` is optional."""
     env = only(resources, FUNCTION).inputs["serviceConfig"]["environmentVariables"]
     email_id = email("invoker")
-    # The mocks' uniqueId of an account: a number derived from its email (offline.mockrun).
+    # The mocks' uniqueId of an account: a number derived from its email
+    # (scheduler_dedup.offline.mockrun).
     unique_id = str(int(hashlib.sha256(email_id.encode()).hexdigest(), 16) % 10**21)
 
     assert env["DEDUP_ALLOWED_INVOKERS"] == email_id

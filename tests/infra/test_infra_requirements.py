@@ -14,6 +14,7 @@ import importlib.metadata
 import tomllib
 from pathlib import Path
 
+import setuptools
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +54,13 @@ def test_the_program_requirements_install_the_repository_packages_it_imports() -
     # from the repository's own editable install, resolved from the program directory.
     assert editables == [REPO]
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    assert {"runledger", "dedup_schedule"} <= set(project["tool"]["setuptools"]["packages"])
+    find = project["tool"]["setuptools"]["packages"]["find"]
+    found = {
+        name
+        for where in find["where"]
+        for name in setuptools.find_packages(REPO / where, include=find["include"])
+    }
+    assert {"runledger", "dedup_schedule"} <= found
     assert {"pulumi", "pulumi-gcp", "pulumiverse-time"} <= set(pins)
 
 

@@ -33,7 +33,9 @@ def test_make_plan_refuses_a_reserved_header_name_in_one_line(
 ) -> None:
     project = make_stack({**multi_job_config, f"scheduler-dedup:{key}": value})
 
-    result = run_module("offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120)
+    result = run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120
+    )
 
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
@@ -48,7 +50,9 @@ def test_a_header_that_only_contains_google_is_accepted(
         {**multi_job_config, "scheduler-dedup:projectHeader": "X-My-Google-Project"}
     )
 
-    result = run_module("offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120)
+    result = run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120
+    )
 
     assert result.returncode == 0, result.stderr
     assert "X-My-Google-Project" in result.stdout

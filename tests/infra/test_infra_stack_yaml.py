@@ -4,7 +4,7 @@ The CLI decodes Pulumi.<stack>.yaml with gopkg.in/yaml.v3 (resolve.go) and holds
 top-level config value as pulumi's config.Value does (sdk/go/common/resource/config/
 object.go MarshalString); PyYAML's YAML 1.1 reading differs for yes/no/on/off,
 dates, octal-looking and exponent numbers and duplicate keys. Each case is one plan
-of a stack file written as text (`offline.stack_yaml` holds the rules and their
+of a stack file written as text (`scheduler_dedup.offline.stack_yaml` holds the rules and their
 sources). A misspelt provider key in the same file gets a "did you mean" warning.
 """
 
@@ -24,7 +24,9 @@ HEAD = """config:
 
 def plan(project: Path, text: str):
     (project / "Pulumi.test.yaml").write_text(HEAD + text, encoding="utf-8")
-    return run_module("offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120)
+    return run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120
+    )
 
 
 def job(**fields: str) -> str:

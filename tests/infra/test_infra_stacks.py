@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from offline.analyzer import evaluate
-from offline.mockrun import CapturedResource
-from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
-from offline.stack_resources import run_stack
 from runledger.schedules import AUDIT_JOB_VARIABLE
+from scheduler_dedup.offline.analyzer import evaluate
+from scheduler_dedup.offline.mockrun import CapturedResource
+from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, load_pack
+from scheduler_dedup.offline.stack_resources import run_stack
 from tests.infra.conftest import SharedRuns, write_stack
 
 PROJECT = "dedup-shared-project"

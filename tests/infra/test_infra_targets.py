@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from offline.mockrun import CapturedResource, ProgramFailed, run_program
-from offline.stack_file import read_project_name
 from runledger.sdk.registry import load_jobs
+from scheduler_dedup.offline.mockrun import CapturedResource, ProgramFailed, run_program
+from scheduler_dedup.offline.stack_file import read_project_name
 from tests.infra.conftest import SharedRuns
 from tests.stacks import REPO_STACKS, repo_stack_file
 

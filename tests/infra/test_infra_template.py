@@ -13,8 +13,8 @@ import yaml
 
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import PROJECT_KEYS, parse_config
-from offline.mockrun import run_program
-from offline.stack_file import read_project_name
+from scheduler_dedup.offline.mockrun import run_program
+from scheduler_dedup.offline.stack_file import read_project_name
 from tests.clitools import run_module
 from tests.stacks import REPO_STACKS, repo_stack_file
 
@@ -152,7 +152,7 @@ for prefix in ("billing", "reports"):
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_module("offline.plan", *args, timeout_s=120)
+    return run_module("scheduler_dedup.offline.plan", *args, timeout_s=120)
 
 
 def test_plan_prints_resources_settings_and_outputs(

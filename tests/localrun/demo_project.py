@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dedup_schedule.config.model import ScheduleConfig
-from localrun.demo_stack import load_stack
+from scheduler_dedup.localrun.demo_stack import load_stack
 
 DEMO_PROJECT = Path(__file__).resolve().parent / "stack"
 DEMO_STACK = "demo"
-# The command-line form: `python -m localrun.demo *DEMO_ARGS`.
+# The command-line form: `python -m scheduler_dedup.localrun.demo *DEMO_ARGS`.
 DEMO_ARGS = ("--dir", str(DEMO_PROJECT), "--stack", DEMO_STACK, "--demo-jobs")
 
 

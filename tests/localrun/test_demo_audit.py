@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from localrun.demo_audit import check_findings, late_runs, read_log, settled_by
-from localrun.demo_stack import DemoFiles, handler_env, sim_jobs, speedups
-from localrun.simulator import RunPlan, replayed_since
 from runledger.audit.findings import Finding
 from runledger.config import Settings
 from runledger.schedules import audit_settings
+from scheduler_dedup.localrun.demo_audit import check_findings, late_runs, read_log, settled_by
+from scheduler_dedup.localrun.demo_stack import DemoFiles, handler_env, sim_jobs, speedups
+from scheduler_dedup.localrun.simulator import RunPlan, replayed_since
 from tests.localrun.demo_project import demo_stack
 
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from localrun.demo_stack import StackError, load_stack
+from scheduler_dedup.localrun.demo_stack import StackError, load_stack
 from tests.clitools import run_module
 from tests.localrun.demo_project import DEMO_PROJECT
 
 
 def _demo(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_module("localrun.demo", *args, timeout_s=180)
+    return run_module("scheduler_dedup.localrun.demo", *args, timeout_s=180)
 
 
 def test_unknown_stack_is_one_error_line_and_exit_2() -> None:

@@ -43,7 +43,8 @@ def _alive(pid: int) -> bool:
 # child before exec in grpcio's fork handlers (grpc/grpc#43055, epoll EBADF).
 _WITH_CTRL_C = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.argv[0] = 'localrun.demo'; runpy.run_module('localrun.demo', run_name='__main__')"
+    "sys.argv[0] = 'scheduler_dedup.localrun.demo'; "
+    "runpy.run_module('scheduler_dedup.localrun.demo', run_name='__main__')"
 )
 
 

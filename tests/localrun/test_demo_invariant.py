@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from localrun import demo
-from localrun.demo_invariant import Invariant, check_invariant
-from localrun.demo_plan import ExecutionEvent
-from localrun.simulator import Fault, RunPlan, RunResult
+from scheduler_dedup.localrun import demo
+from scheduler_dedup.localrun.demo_invariant import Invariant, check_invariant
+from scheduler_dedup.localrun.demo_plan import ExecutionEvent
+from scheduler_dedup.localrun.simulator import Fault, RunPlan, RunResult
 from tests.localrun.demo_project import DEMO_ARGS
 
 WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from localrun.demo_keep import read_state
+from scheduler_dedup.localrun.demo_keep import read_state
 from tests.localrun.demo_project import DEMO_PROJECT, DEMO_STACK
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from localrun.demo import DemoOptions, run_demo
-from localrun.demo_invariant import check_invariant
-from localrun.demo_overlap import (
+from runledger.facts import RetryPolicy
+from scheduler_dedup.localrun.demo import DemoOptions, run_demo
+from scheduler_dedup.localrun.demo_invariant import check_invariant
+from scheduler_dedup.localrun.demo_overlap import (
     Gate,
     Overlap,
     choose_backfill,
@@ -20,9 +21,8 @@ from localrun.demo_overlap import (
     overlap_problems,
     with_overlap,
 )
-from localrun.demo_plan import ExecutionEvent, Step, append_event
-from localrun.simulator import Delivery, Fault, RunPlan, RunResult, Seen, SimJob
-from runledger.facts import RetryPolicy
+from scheduler_dedup.localrun.demo_plan import ExecutionEvent, Step, append_event
+from scheduler_dedup.localrun.simulator import Delivery, Fault, RunPlan, RunResult, Seen, SimJob
 from tests.localrun.demo_project import DEMO_NOW, demo_stack
 
 NOW = datetime(2026, 12, 1, 23, 30, tzinfo=UTC)

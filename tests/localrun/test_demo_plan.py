@@ -6,7 +6,7 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from localrun.demo_plan import (
+from scheduler_dedup.localrun.demo_plan import (
     ExecutionEvent,
     Step,
     WorkPlan,

@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 
 from dedup_schedule.config.model import ScheduleConfig
-from localrun.demo import DemoOptions, main, run_demo
-from localrun.demo_invariant import FATE_DROPPED, FATE_EXHAUSTED, FATE_RAN_ONCE, FATE_SKIPPED
-from localrun.emulator import FirestoreEmulator
 from runledger.facts import OUTCOME_OVERLAP_SKIPPED
+from scheduler_dedup.localrun.demo import DemoOptions, main, run_demo
+from scheduler_dedup.localrun.demo_invariant import (
+    FATE_DROPPED,
+    FATE_EXHAUSTED,
+    FATE_RAN_ONCE,
+    FATE_SKIPPED,
+)
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.localrun.demo_project import DEMO_ARGS, DEMO_NOW, demo_stack
 
 pytestmark = pytest.mark.firestore
@@ -131,8 +136,8 @@ def test_with_catch_up_the_audit_finishes_both_runs_exactly_once(firestore_emula
 
 def test_json_report_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The JSON path is the edge only; the full run is covered above.
-    from localrun import demo
-    from localrun.demo_invariant import check_invariant
+    from scheduler_dedup.localrun import demo
+    from scheduler_dedup.localrun.demo_invariant import check_invariant
 
     monkeypatch.setattr(
         demo,

@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localrun.simulator import fire_times, next_fire_time
 from runledger.audit.expected import schedule_times
 from runledger.schedules import JobSchedule
+from scheduler_dedup.localrun.simulator import fire_times, next_fire_time
 
 SCHEDULE = "30 2 * * *"
 BERLIN = "Europe/Berlin"

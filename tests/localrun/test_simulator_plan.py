@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from localrun.demo_stack import sim_jobs, speedups
-from localrun.simulator import (
+from scheduler_dedup.localrun.demo_stack import sim_jobs, speedups
+from scheduler_dedup.localrun.simulator import (
     AUDIT_MARGIN,
     AUDITED_FAULTS,
     FORCED_RUN_MIN_LEAD,

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from localrun.demo_stack import sim_jobs, speedups
-from localrun.simulator import (
+from runledger.facts import RetryPolicy
+from scheduler_dedup.localrun.demo_stack import sim_jobs, speedups
+from scheduler_dedup.localrun.simulator import (
     Answer,
     Fault,
     Request,
@@ -26,7 +27,6 @@ from localrun.simulator import (
     drive_run,
     retry_delays,
 )
-from runledger.facts import RetryPolicy
 from tests.localrun.demo_project import demo_stack
 
 WHEN = datetime(2026, 11, 28, 1, 30, tzinfo=UTC)

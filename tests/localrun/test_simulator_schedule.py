@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 
-from localrun.simulator import (
+from runledger.delivery.identify import parse_schedule_time
+from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
+from scheduler_dedup.localrun.simulator import (
     RunPlan,
     SimJob,
     build_request,
@@ -13,8 +15,6 @@ from localrun.simulator import (
     next_fire_time,
     render_schedule_time,
 )
-from runledger.delivery.identify import parse_schedule_time
-from runledger.facts import JOB_HEADER, SCHEDULE_HEADER, RetryPolicy
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from offline import plan, policy_check
-from offline.event_loops import open_loops
+from scheduler_dedup.offline import plan, policy_check
+from scheduler_dedup.offline.event_loops import open_loops
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 

@@ -20,15 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from offline import plan, policy_check
-from offline.mockrun import compute_default_account, mock_project_number
+from scheduler_dedup.offline import plan, policy_check
+from scheduler_dedup.offline.mockrun import compute_default_account, mock_project_number
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 REPO = Path(__file__).resolve().parents[2]
 
 
 def check(program: str, *args: str) -> tuple[int, str]:
-    """The policy check's exit status and report, as `python -m offline.policy_check` gives."""
+    """The policy check's exit status and report, as
+    `python -m scheduler_dedup.offline.policy_check` gives them."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = policy_check.main(["--dir", str(PROGRAMS / program), "--stack", "dev", *args])
@@ -158,7 +159,15 @@ def _virtualenv_with(path: Path, module: str, source: str) -> Path:
 def test_missing_package_is_named_then_the_program_runs_in_its_virtualenv(tmp_path: Path) -> None:
     project = tmp_path / "project"
     subprocess.run(["cp", "-r", str(PROGRAMS / "missing_module"), str(project)], check=True)
-    command = [sys.executable, "-m", "offline.plan", "--dir", str(project), "--stack", "dev"]
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler_dedup.offline.plan",
+        "--dir",
+        str(project),
+        "--stack",
+        "dev",
+    ]
 
     missing = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     assert missing.returncode == 2

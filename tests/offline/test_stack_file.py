@@ -8,7 +8,7 @@ import pytest
 
 from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.config.parser import parse_config
-from offline.stack_file import (
+from scheduler_dedup.offline.stack_file import (
     StackFileError,
     choose_stack,
     read_project_name,

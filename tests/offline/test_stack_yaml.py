@@ -1,4 +1,4 @@
-"""Each rule of `offline.stack_yaml`, the reading of stack files the Pulumi CLI makes.
+"""Each rule of `scheduler_dedup.offline.stack_yaml`: stack files read as the Pulumi CLI reads them.
 
 Sources (read, not run: there is no Go toolchain here): gopkg.in/yaml.v3 v3.0.1
 (pulumi's sdk/go.mod pin) resolve.go, decode.go, encode.go; pulumi/pulumi
@@ -13,7 +13,13 @@ import math
 
 import pytest
 
-from offline.stack_yaml import GoTime, StackYamlError, cli_warnings, config_json, load
+from scheduler_dedup.offline.stack_yaml import (
+    GoTime,
+    StackYamlError,
+    cli_warnings,
+    config_json,
+    load,
+)
 
 
 def nested(text: str) -> object:

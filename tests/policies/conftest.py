@@ -1,6 +1,6 @@
 """Fixtures for the policy pack tests: the compliant stack and an engine to judge it.
 
-Every evaluation goes through `offline.analyzer.evaluate`, i.e. the SDK's
+Every evaluation goes through `scheduler_dedup.offline.analyzer.evaluate`, i.e. the SDK's
 own analyzer servicer, so levels, config and unknowns behave as under the CLI.
 """
 
@@ -11,10 +11,10 @@ from collections.abc import Callable
 import pytest
 from policy_stack import compliant_stack, with_function_uri
 
-from offline.analyzer import Diagnostic, evaluate
-from offline.pack_loader import DEFAULT_PACK_DIR, LoadedPack, load_pack
-from offline.policy_config import parse_policy_config
-from offline.stack_resources import StackResource
+from scheduler_dedup.offline.analyzer import Diagnostic, evaluate
+from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, LoadedPack, load_pack
+from scheduler_dedup.offline.policy_config import parse_policy_config
+from scheduler_dedup.offline.stack_resources import StackResource
 
 Check = Callable[..., list[Diagnostic]]
 

@@ -3,7 +3,7 @@
 It mirrors what the example program registers (wire form: camelCase,
 floats, inputs vs. outputs, property dependencies), but is spelled out here so
 each rule test can break exactly one thing and know the rest is compliant.
-Every evaluation goes through `offline.analyzer.evaluate`, i.e. the SDK's
+Every evaluation goes through `scheduler_dedup.offline.analyzer.evaluate`, i.e. the SDK's
 own analyzer servicer, so levels, config and unknowns behave as under the CLI.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from offline.stack_resources import StackResource
+from scheduler_dedup.offline.stack_resources import StackResource
 
 PROJECT = "demo-proj"
 REGION = "europe-west1"

@@ -1,4 +1,4 @@
-"""`python -m offline.policy_check` end to end: the real program under mocks, the real pack.
+"""`python -m scheduler_dedup.offline.policy_check` end to end: the program mocked, the real pack.
 
 Runs in a subprocess, as `make policy-check` does, on every stack of this repo
 and on a copy of the template that a user has edited.
@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def policy_check(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_module("offline.policy_check", *args, timeout_s=240)
+    return run_module("scheduler_dedup.offline.policy_check", *args, timeout_s=240)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from policy_stack import edit, project_grant
 from pulumi_policy import EnforcementLevel
 
-from offline.errors import CheckError
-from offline.stack_resources import StackResource
+from scheduler_dedup.offline.errors import CheckError
+from scheduler_dedup.offline.stack_resources import StackResource
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY

@@ -14,7 +14,7 @@ from pulumi_policy import EnforcementLevel, StackValidationPolicy
 from dedup_policies import handler_settings, pack_arguments, policies
 from dedup_policies.facts import cron_meaning_problem, unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
-from offline.pack_loader import DEFAULT_PACK_DIR, load_pack
+from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, load_pack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_pack_needs_nothing_from_the_rest_of_the_repository() -> None:
     # packages unavailable, although the dev venv has them installed.
     prelude = (
         "import sys\n"
-        "for name in ('runledger', 'dedup_schedule', 'localrun', 'offline', 'bench'):\n"
+        "for name in ('runledger', 'dedup_schedule', 'scheduler_dedup', 'bench'):\n"
         "    sys.modules[name] = None\n"
     )
     assert _import_every_pack_module(prelude) == len(policies())

@@ -13,7 +13,7 @@ from policy_stack import INVOKER_SA, edit, find, resource
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from offline.stack_resources import StackResource, as_first_preview
+from scheduler_dedup.offline.stack_resources import StackResource, as_first_preview
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY

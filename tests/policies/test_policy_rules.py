@@ -26,7 +26,7 @@ from policy_stack import (
 from pulumi_policy import EnforcementLevel
 
 from dedup_policies.ingress_rules import ingress
-from offline.stack_resources import StackResource
+from scheduler_dedup.offline.stack_resources import StackResource
 
 MANDATORY = EnforcementLevel.MANDATORY
 ADVISORY = EnforcementLevel.ADVISORY

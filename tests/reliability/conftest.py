@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.store import RunStore
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.reliability.relsupport import Servers
 
 

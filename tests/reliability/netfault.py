@@ -6,7 +6,7 @@ outage cuts the network instead: `cut()` resets every relayed connection and
 refuses new ones until `restore()`, while the emulator and its data live on.
 
 Listening, accepting and the socket bookkeeping come from
-`localrun.tcprelay.TcpRelay`, shared with the benchmarks' latency relay; this
+`scheduler_dedup.localrun.tcprelay.TcpRelay`, shared with the benchmarks' latency relay; this
 module adds only what a cut needs: refusing clients while down, resetting
 rather than closing connections, and a pump that ends the whole connection
 when either side ends.
@@ -20,7 +20,7 @@ import struct
 import threading
 from collections.abc import Iterable
 
-from localrun.tcprelay import TcpRelay
+from scheduler_dedup.localrun.tcprelay import TcpRelay
 
 _CHUNK = 65536
 # Linger on, timeout 0: close() sends RST, like a dropped network path.

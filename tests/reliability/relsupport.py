@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 
 from google.cloud import firestore
 
-from localrun.emulator import FirestoreEmulator
-from localrun.handler_server import HandlerServer, start_handler
 from runledger.delivery.identify import (
     parse_schedule_time,
     run_key,
@@ -31,6 +29,8 @@ from runledger.exceptions import StoreUnavailable
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import RunRecord, Versioned
 from runledger.ledger.store import RunStore
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
+from scheduler_dedup.localrun.handler_server import HandlerServer, start_handler
 
 JOBS_MODULE = "tests.reliability.faultjobs"
 PROJECT = "acme-prod"

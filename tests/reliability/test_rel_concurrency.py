@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator
 from runledger.ledger.record import Status
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.reliability.faultjobs import BARRIER
 from tests.reliability.relsupport import (
     Servers,

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import FakeClock, make_app, scheduler_headers
 from tests.reliability.relsupport import (
     Crash,

@@ -27,12 +27,12 @@ from croniter import croniter
 from google.cloud import firestore
 
 from dedup_schedule.config.model import ScheduleConfig
-from localrun.emulator import FirestoreEmulator
 from runledger.delivery.duplicate_wait import wait_budget
 from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import Servers, deliver, effects, log_entries, wait_for
 from tests.stacks import fixture_config

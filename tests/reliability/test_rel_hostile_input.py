@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from localrun.emulator import FirestoreEmulator
 from runledger.delivery.app import MAX_BODY_BYTES
 from runledger.ledger.memory_store import MemoryRunStore
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import FakeClock, make_app
 from tests.reliability.relsupport import (
     FaultyStore,

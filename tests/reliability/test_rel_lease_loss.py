@@ -21,7 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localrun.emulator import FirestoreEmulator
 from runledger.delivery.app import App
 from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.exceptions import TerminalJobError
@@ -30,6 +29,7 @@ from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
 from runledger.ledger.store import RunStore
 from runledger.sdk.context import RunContext
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import (
     DrivenRenewals,
     FakeClock,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.reliability.faultjobs import LOAD_JOBS
 from tests.reliability.relsupport import (
     Servers,

@@ -40,7 +40,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from localrun.emulator import FirestoreEmulator
 from runledger.delivery import pipeline as pipeline_module
 from runledger.delivery.app import App, Response
 from runledger.exceptions import TerminalJobError
@@ -51,6 +50,7 @@ from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.sdk.context import RunContext
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import T0, DrivenRenewals, FakeClock, scheduler_headers, sequential_ids
 from tests.handler.support import settings as app_settings
 from tests.reliability.relsupport import Crash, Fault, FaultyStore, log_entries

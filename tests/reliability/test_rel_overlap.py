@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from google.cloud import firestore
 
-from localrun.emulator import FirestoreEmulator
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.reliability.relsupport import (
     PROJECT,
     REGION,

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator
 from runledger.ledger.memory_store import MemoryRunStore
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import FakeClock, default_run_key, make_app, scheduler_headers
 from tests.reliability.relsupport import (
     FaultyStore,

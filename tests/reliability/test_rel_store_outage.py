@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from localrun.emulator import FirestoreEmulator, start_emulator
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from runledger.ledger.store import RunStore
+from scheduler_dedup.localrun.emulator import FirestoreEmulator, start_emulator
 from tests.handler.support import DrivenRenewals, FakeClock, make_app, scheduler_headers
 from tests.reliability.netfault import TcpLink
 from tests.reliability.relsupport import (

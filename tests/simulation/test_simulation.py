@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import pytest
 
-from localrun.simulation.run import run_seed
-from localrun.simulation.scenario import FEATURES
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
+from scheduler_dedup.localrun.simulation.run import run_seed
+from scheduler_dedup.localrun.simulation.scenario import FEATURES
 
 # The coordinator takes a class out of here when its fix merges (issue 27).
 HELD_BACK = frozenset(
@@ -108,7 +108,7 @@ def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
 @pytest.mark.timeout(900)
 def test_a_seed_on_the_emulator_keeps_the_rule(firestore_emulator):
     """The same world on the real FirestoreRunStore: the memory store's semantics hold there."""
-    from localrun.simulation.emulated import emulated_stores
+    from scheduler_dedup.localrun.simulation.emulated import emulated_stores
 
     result = run_seed(3, ON, emulated_stores(firestore_emulator))
     assert len(result.expected) > 100

@@ -108,7 +108,7 @@ def schedule_instants(
 
     Each as the instant(s) it may be stamped with (`_instants`): a wall time the
     clocks skip is not listed, one they repeat is listed once with both. The
-    audit's expected runs and the local demo's Scheduler (`localrun.simulator`)
+    audit's expected runs and the local demo's Scheduler (`scheduler_dedup.localrun.simulator`)
     both come from here, so they agree on daylight-saving days.
     """
     margin = _scan_margin(zone, start, end)

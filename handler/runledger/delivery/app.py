@@ -128,7 +128,8 @@ class App:
         overlap policies, time zones, bodies and the duplicate wait come from the same
         DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
         asked and no backfill queue is read: both live in the cloud. `clock` is the
-        deployed handler's real time; the local demo shifts it (`localrun.clocked_handler`).
+        deployed handler's real time; the local demo shifts it
+        (`scheduler_dedup.localrun.clocked_handler`).
         """
         settings = Settings.from_env(env)
         served = load_jobs(settings.jobs_module) if jobs is None else jobs

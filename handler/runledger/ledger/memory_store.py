@@ -6,7 +6,7 @@ with Firestore's semantics: create fails on a taken key, every fenced write
 fails on a moved or deleted document, a slotted commit lands whole or not at all,
 and an update without a precondition still needs its document to exist. It
 passes the same contract tests as Firestore; it is never used in production and
-never stands in for Firestore in integration tests (`localrun.simulation` runs the
+never stands in for Firestore in integration tests (`scheduler_dedup.localrun.simulation` runs the
 whole system on it).
 """
 

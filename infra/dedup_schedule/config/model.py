@@ -2,7 +2,7 @@
 
 `dedup_schedule.config.parser.parse_config` builds a `ScheduleConfig` from a stack's
 config map, whether the Pulumi program read it through `pulumi.Config` or the
-offline tools from a `Pulumi.<stack>.yaml` on disk (`offline.stack_file`). The
+offline tools from a `Pulumi.<stack>.yaml` on disk (`scheduler_dedup.offline.stack_file`). The
 Pulumi program, the offline plan and the local demo all use this one model, so the
 demo runs what `pulumi up` deploys. No module of the config imports `pulumi`. The
 policy pack does not use it: the pack installs on its own and carries a copy of the

@@ -1,7 +1,7 @@
 """`parse_config`: a stack's config map in, a validated `ScheduleConfig` out.
 
 The Pulumi program passes what `pulumi.Config` reads, the offline tools what
-`offline.stack_file` reads from `Pulumi.<stack>.yaml`; both go through this
+`scheduler_dedup.offline.stack_file` reads from `Pulumi.<stack>.yaml`; both go through this
 one parser, so defaults, limits and derived values cannot differ between them.
 Every error is a `ConfigError` whose message starts with the full key.
 """

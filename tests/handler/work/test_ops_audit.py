@@ -8,13 +8,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from localrun.rpccount import RpcCounter
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import epoch_key, record_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
 from runledger.ops.cli import main
 from runledger.schedules import parse_schedules
+from scheduler_dedup.localrun.rpccount import RpcCounter
 from tests.clitools import run_ops
 from tests.handler.support import RETENTION, T0, run_record
 

@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from localrun.handler_server import start_handler
 from runledger.delivery.identify import run_key
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
 from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID
+from scheduler_dedup.localrun.handler_server import start_handler
 from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers
 

@@ -1,0 +1,179 @@
+"""The oracle's verdict on a settled history: each scheduled time's fate, and every rule broken.
+
+Each scheduled time of the stack's schedule in (start, end] must end in exactly
+one fate once the world has settled (docs/reliability.md, "The simulator"):
+
+    ran        a body execution (not a forced run) took effect
+    reported   an audit finding names it, or a `drifted` finding its job while
+               the console's edit held
+    not run    deliberately: the operator meant the job paused then, or its
+               record says `skipped` (overlap: skip)
+
+A time with none is `lost`. Beyond the fate, the rules the history is held to:
+a time never takes effect again once its completion was recorded (`ran twice`),
+a finding is never made for a time whose completion was recorded before it
+(`false finding`), catch-up never runs a paused or skipped time, and every time
+a backfill asked to run is run after the ask. The history itself reports a
+second body started under another's live lease, and a final record changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from runledger.delivery.identify import run_key
+from runledger.facts import (
+    OUTCOME_JOB_DRIFTED,
+    TRIGGER_BACKFILL,
+    TRIGGER_CATCH_UP,
+)
+from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.record import Status
+from scheduler_dedup.localrun.simulation.instants import listed
+from scheduler_dedup.localrun.simulation.oracle import Execution, History, Violation
+
+_RUN_FINDINGS = ("run_missed", "run_stale", "run_failed", "run_released")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One scheduled time of one job: its instant(s) and their run keys."""
+
+    job: str
+    instants: tuple[datetime, ...]
+    keys: tuple[str, ...]
+
+
+def expected_times(
+    jobs: Sequence[tuple[str, str, str]], start: datetime, end: datetime, project: str, region: str
+) -> list[Expected]:
+    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them."""
+    times = []
+    for job, schedule, zone in jobs:
+        for instants in listed(schedule, zone, start, end):
+            if instants[0] <= start:
+                continue  # sent from the start on: a repeated wall time whose first is the start
+            keys = tuple(run_key(job, at, project, region, manual=False) for at in instants)
+            times.append(Expected(job, instants, keys))
+    return times
+
+
+def _within(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
+    """Whether the last change at or before `at` turned the state on."""
+    state = False
+    for when, on in timeline:
+        if when > at:
+            break
+        state = on
+    return state
+
+
+def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bool:
+    return any(
+        when < at and record is not None and record.status is Status.COMPLETED
+        for key in keys
+        for when, record in history.records[key]
+    )
+
+
+def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
+    """Every violation of the settled history: the history's own, then each time's."""
+    violations = list(history.violations)
+    violations += [Violation("-", None, "crash", crash) for crash in history.crashes]
+    if history.unsettled:
+        violations.append(Violation("-", None, "unsettled", "too few audits after the last time"))
+    findings: dict[tuple[str, datetime], list[datetime]] = {}
+    drifted: dict[str, list[datetime]] = {}
+    for at, job, when, outcome, _ in history.findings:
+        if when is not None and outcome in _RUN_FINDINGS:
+            findings.setdefault((job, when), []).append(at)
+        elif outcome == OUTCOME_JOB_DRIFTED:
+            drifted.setdefault(job, []).append(at)
+    for time in expected:
+        violations += _fate(history, time, findings, drifted)
+    for executions in history.executions.values():
+        violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
+    return violations
+
+
+def _lost_lease(history: History, execution: Execution) -> Violation | None:
+    """A holder refused a write and told its lease was lost while its record still held it."""
+    lost = execution.lease_lost_at
+    if lost is None:
+        return None
+    own = None
+    for when, record in history.records[execution.key]:
+        if when > lost or record is None:
+            continue
+        if when >= execution.start and record.attempt_id != execution.attempt_id:
+            return None  # another attempt took the run over: a true loss
+        if record.attempt_id == execution.attempt_id:
+            own = record
+    if own is None or own.status is not Status.IN_PROGRESS:
+        return None
+    if not any(execution.start < at <= lost for at in history.refusals[execution.key]):
+        return None  # no write was refused: it gave up as its own clock passed its lease
+    if lost + MAX_CLOCK_SKEW >= own.lease_expires:
+        return None  # its lease ran out by its own clock
+    return Violation(
+        execution.job,
+        execution.schedule_time,
+        "lease lost, not taken over",
+        f"attempt {execution.attempt_id} was told at {lost:%H:%M:%S} it lost the run, whose "
+        f"record still gave it the lease until {own.lease_expires:%H:%M:%S}, no other attempt "
+        "having written it",
+    )
+
+
+def _fate(
+    history: History,
+    time: Expected,
+    findings: dict[tuple[str, datetime], list[datetime]],
+    drifted: dict[str, list[datetime]],
+) -> list[Violation]:
+    job, when = time.job, time.instants[0]
+    found: list[Violation] = []
+    runs = [e for key in time.keys for e in history.executions[key] if not e.manual]
+    effects = sorted((e for e in runs if e.effect_at is not None), key=lambda e: e.start)
+    reported = sorted(at for instant in time.instants for at in findings.get((job, instant), ()))
+    paused = _within(history.intents[job], when)
+    records = [r for key in time.keys for _, r in history.records[key][-1:] if r is not None]
+    skipped = any(r.status is Status.SKIPPED for r in records)
+    drift = _within(history.drifts[job], when) and bool(drifted.get(job))
+
+    def violation(rule: str, detail: str) -> None:
+        found.append(Violation(job, when, rule, detail))
+
+    for later in effects[1:]:
+        if _completed_before(history, time.keys, later.start):
+            violation(
+                "ran twice",
+                f"attempt {later.attempt_id} ({later.trigger}) took effect "
+                f"at {later.effect_at:%H:%M:%S} after the time's completion was recorded",
+            )
+    for at in reported:
+        if _completed_before(history, time.keys, at):
+            violation(
+                "false finding", f"reported at {at:%H:%M:%S} after its completion was recorded"
+            )
+    for run in runs:
+        if run.trigger == TRIGGER_CATCH_UP and (paused or skipped):
+            why = "paused" if paused else "skipped"
+            violation(
+                f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
+            )
+        if run.trigger == TRIGGER_BACKFILL and skipped:
+            violation(
+                "skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
+            )
+    for ask in history.asks:
+        after = any(r.start >= ask.at for r in runs) or any(e.effect_at >= ask.at for e in effects)
+        if ask.job == job and when in ask.times and not after:
+            violation(
+                "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
+            )
+    if not (effects or reported or paused or skipped or drift):
+        violation("lost", "never ran, no finding, not paused, not skipped")
+    return found

@@ -1,0 +1,49 @@
+"""A seed's history as a person reads it: the world, then each violating time's story."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from scheduler_dedup.localrun.simulation.run import SeedResult
+
+
+def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
+    """The scenario's stack and actions, then up to `limit` violating times, event by event."""
+    scenario = result.scenario
+    print(
+        f"seed {scenario.seed}: {scenario.start:%Y-%m-%d %H:%M}Z to {scenario.end:%H:%M}Z, "
+        f"settled at {scenario.settle:%H:%M}Z; fault classes on: "
+        f"{', '.join(sorted(scenario.features)) or 'none'}",
+        file=out,
+    )
+    for job in scenario.jobs:
+        print(
+            f"  job {job.id}: {job.schedule!r} {job.time_zone}, overlap {job.overlap}, "
+            f"catch-up {job.catch_up}, deadline {int(job.deadline.total_seconds())} s, "
+            f"retries {job.retry.retry_count}",
+            file=out,
+        )
+    print(
+        f"  store faults: rate {scenario.fault_rate}, drawn {result.faults}; outages "
+        + ", ".join(f"{a:%H:%M:%S}-{b:%H:%M:%S}" for a, b in scenario.outages),
+        file=out,
+    )
+    seconds = scenario.operator_skew.total_seconds()
+    print(
+        f"  operator's laptop clock off by {seconds:+.1f} s; instances' by up to "
+        f"±{scenario.skew.total_seconds():g} s",
+        file=out,
+    )
+    for note in scenario.notes:
+        print(f"  operator {note}", file=out)
+    for when, text in result.history.events:
+        print(f"  {when:%H:%M:%S.%f} {text}", file=out)
+    shown = 0
+    for violation in result.violations:
+        print(f"\nVIOLATION {violation.line()}", file=out)
+        if violation.schedule_time is None or shown >= limit:
+            continue
+        shown += 1
+        story = result.history.timeline.get((violation.job, violation.schedule_time), [])
+        for when, text in story:
+            print(f"  {when:%H:%M:%S.%f} {text}", file=out)

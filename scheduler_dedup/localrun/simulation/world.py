@@ -1,0 +1,349 @@
+"""One seed's world: the stack, its handler revisions, Cloud Scheduler, the operator, the faults.
+
+The handler is the real `App`, built from an environment that
+`runledger.config.Settings.to_env` and `runledger.schedules` write, as a deploy
+writes it, with only the store, the clock, attempt ids, lease renewals and the
+live-state lister injected. A deploy (the stack pausing or unpausing a job)
+builds a new App on the same store; requests in flight finish on the old one.
+Job bodies report what they do to the history (`oracle.History`), never to
+the ledger. The operator's backfill goes the way `python -m runledger.ops
+backfill` goes (`backfill.plan.plan`, then `backfill.queue.record_request`), on
+the operator's own clock, then forces the audit to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from runledger.audit.pauses import job_timeline
+from runledger.audit.scheduler_state import LiveJob as ListedJob
+from runledger.backfill import queue
+from runledger.backfill.plan import Plan, plan
+from runledger.config import Settings
+from runledger.delivery.app import App, configured_wait
+from runledger.delivery.duplicate_wait import DuplicateWait, Waited
+from runledger.delivery.identify import parse_schedule_time, scheduler_headers
+from runledger.exceptions import LeaseLost, TerminalJobError
+from runledger.ledger.record import RunRecord
+from runledger.schedules import audit_env, audit_settings, check_jobs, schedule_entry
+from runledger.sdk.context import RunContext
+from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
+from scheduler_dedup.localrun.simulation.oracle import Execution, History
+from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
+from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
+from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+
+# A job body checks its lease and reports progress this often while it works.
+STEP = timedelta(seconds=20)
+# No faults until the first audit has recorded every job's epoch.
+QUIET = timedelta(minutes=2)
+# Audits that must log their summary after every time settled, within SETTLE_CAP.
+SETTLING_AUDITS = 2
+SETTLE_CAP = timedelta(hours=3)
+# The share of reported failures the operator reruns with --include-failed (`operator_skew`).
+RERUN_SHARE = 0.5
+
+
+class World:
+    def __init__(self, scenario: Scenario, inner: Any, history: History) -> None:
+        self.scenario = scenario
+        self.loop = Loop(scenario.start)
+        self.history = history
+        self.rng = scenario.rng
+        self.faults = FaultPlan(
+            scenario.rng,
+            scenario.fault_rate,
+            scenario.outages,
+            scenario.spared,
+            scenario.partition_rate,
+            scenario.start + QUIET,
+            "audit_crash_after_save" in scenario.features,
+            scenario.lost_claims,
+        )
+        self.inner = inner
+        self.store = FaultyStore(
+            inner,
+            self.loop,
+            self.faults,
+            self._written,
+            lambda key: history.refused(key, self.loop.now),
+        )
+        self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
+        self.scheduler = CloudScheduler(
+            self.loop, scenario.rng, self._send, scenario.lost_answers, scenario.duplicates
+        )
+        self._ids = itertools.count(1)
+        self._requests = itertools.count(1)
+        self.paused_in_stack: set[str] = set()
+        self.settle_cap = scenario.settle + SETTLE_CAP
+        self.app = self._deploy()
+
+    # -- the handler, as a deploy builds it --
+
+    def env(self) -> dict[str, str]:
+        entries = [self._entry(job) for job in self.scenario.jobs]
+        return {
+            **self.scenario.settings.to_env(),
+            **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
+        }
+
+    def _entry(self, job: SimJob) -> dict[str, object]:
+        return schedule_entry(
+            job.id,
+            job.schedule,
+            job.time_zone,
+            retry_window_s=job.retry.retry_window_s(job.deadline.total_seconds()),
+            attempt_deadline_s=int(job.deadline.total_seconds()),
+            catch_up=job.catch_up,
+            paused=job.id in self.paused_in_stack,
+            overlap=job.overlap,
+        )
+
+    def _deploy(self) -> App:
+        """A handler revision from the stack's environment, as `App.from_env` builds it."""
+        env = self.env()
+        settings = Settings.from_env(env)
+        audit = audit_settings(env, settings)
+        jobs = {job.id: self._body(job) for job in self.scenario.jobs}
+        check_jobs(audit, jobs, settings.jobs_module)
+        return App(
+            settings,
+            jobs,
+            lambda: self.store,
+            clock=self.loop.clock,
+            new_attempt_id=lambda: f"a{next(self._ids)}",
+            renewals=LoopRenewals(self.loop),
+            duplicate_wait=self._wait(configured_wait(settings, audit)),
+            zones={schedule.id: schedule.zone for schedule in audit.schedules},
+            overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
+            audit=audit,
+            live=self._listing,
+            backfills=lambda: self.docs,
+        )
+
+    def _wait(self, wait: DuplicateWait | None) -> DuplicateWait | None:
+        """The deployed duplicate wait, polling on the fake clock."""
+        if wait is None:
+            return None
+        return LoopWait(
+            wait.deadlines,
+            wait.lease,
+            wait.cap,
+            monotonic=lambda: self.loop.now.timestamp(),
+            sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
+        )
+
+    def _listing(self, since: datetime) -> dict[str, ListedJob]:
+        """Scheduler's listing with each job's pauses and resumes since `since` (its log)."""
+        return {
+            job.id: ListedJob(
+                job.id,
+                job.paused,
+                job.schedule,
+                job.time_zone,
+                changes=tuple(change for change in job.changes if change.at >= since),
+                history_from=since,
+                history_unread="",
+            )
+            for job in self.scheduler.jobs.values()
+        }
+
+    def _written(self, key: str, record: Any) -> None:
+        self.history.record_written(self.loop.now, key, record)
+
+    # -- deliveries and job bodies --
+
+    def _send(
+        self, job: str, stamped: datetime | None, forced: bool, answer: Callable[[int], None]
+    ) -> None:
+        settings = self.scenario.settings
+        headers = scheduler_headers(
+            job,
+            stamped,
+            self.scenario.project,
+            self.scenario.region,
+            project_header=settings.project_header,
+            region_header=settings.region_header,
+        )
+        app = self.app
+        # Mostly near the bound, where a takeover margin that is too small shows.
+        skew = self.scenario.skew * self.rng.choice((-1, 1)) * self.rng.uniform(0.5, 1)
+
+        def request(task: Task) -> None:
+            kind = "forced delivery" if forced else "delivery"
+            if stamped is not None:
+                self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
+            response = app.handle("POST", headers, b"")
+            if response.outcome == "lease_lost":  # the final write refused: the lease was lost
+                self.history.lease_lost(task, job, self.loop.now)
+            if stamped is not None:
+                text = f"{kind} answered {response.status} {response.outcome}"
+                self.history.note(job, stamped, self.loop.now, text)
+            answer(response.status)
+
+        self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+
+    def _body(self, job: SimJob) -> Callable[[RunContext], None]:
+        def run(context: RunContext) -> None:
+            execution = self.history.started(context, self.loop.now, self.loop.current)
+            try:
+                self._work(job, context, execution)
+            except LeaseLost:
+                execution.lease_lost_at = self.loop.now
+                raise
+            finally:
+                self.history.ended(execution, self.loop.now)
+
+        return run
+
+    def _work(self, job: SimJob, context: RunContext, execution: Execution) -> None:
+        """Work in steps, checking the lease before each; then fail or take effect."""
+        work = timedelta(seconds=self.rng.uniform(*job.work_s))
+        while True:
+            context.ensure_lease()
+            execution.held.append(self.loop.now)
+            if work <= timedelta(0):
+                break
+            step = min(STEP, work)
+            self.loop.sleep(step)
+            work -= step
+        draw = self.rng.random()
+        if draw < job.terminal:
+            execution.outcome = "failed"
+            raise TerminalJobError("simulated terminal failure")
+        if draw < job.terminal + job.retryable:
+            execution.outcome = "error"
+            raise RuntimeError("simulated retryable failure")
+        execution.outcome = "effect"
+        execution.effect_at = self.loop.now
+
+    # -- what the operator and the stack do --
+
+    def redeploy(self, paused: set[str]) -> None:
+        self.paused_in_stack = set(paused)
+        self.app = self._deploy()
+
+    def backfill(self, job_id: str, start: datetime, end: datetime, include_failed: bool) -> None:
+        """`python -m runledger.ops backfill` from the operator's laptop, then a forced audit."""
+        now = self.loop.now + self.scenario.operator_skew
+        env = self.env()
+        settings = Settings.from_env(env)
+        audit = audit_settings(env, settings)
+        schedule = audit.schedule(job_id)
+        assert schedule is not None
+        line = job_timeline(self._listing, schedule, start)
+
+        def planned_at(moment: datetime) -> Plan:
+            return plan(
+                schedule,
+                start,
+                end,
+                self.inner.get_many,
+                audit.project,
+                audit.region,
+                include_failed,
+                moment,
+                line,
+            )
+
+        # What the operator's laptop plans, and what the world's own clock says is due.
+        planned, truth = planned_at(now), planned_at(self.loop.now)
+        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
+        self.history.backfill_asked(
+            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+        )
+        key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
+        docs = self.inner.backfills()
+        if docs.get(key) is None and not planned.runs:
+            return
+        document = queue.request_document(
+            job_id, start, end, include_failed, planned.runs, now, "operator@sim"
+        )
+        queue.record_request(docs, audit.project, audit.region, key, document)
+        self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
+
+    def rerun_failure(self, job_id: str, when: datetime) -> None:
+        """The operator reruns half the terminal failures, minutes after (`operator_skew`)."""
+        if "operator_skew" not in self.scenario.features or self.rng.random() >= RERUN_SHARE:
+            return
+        if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
+            return
+        end = when + timedelta(minutes=1)
+        text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
+        self.history.event(self.loop.now, text)
+        later = timedelta(minutes=self.rng.randint(2, 6))
+        self.loop.after(later, lambda: self.backfill(job_id, when, end, True))
+
+    def run(self) -> None:
+        """Play the scenario to its settle time; every log line goes to the history."""
+        lines = _FindingLines(self)
+        with contextlib.redirect_stdout(lines):
+            for job in [*self.scenario.jobs, self.scenario.audit]:
+                live = LiveJob(
+                    job.id,
+                    job.schedule,
+                    job.time_zone,
+                    job.deadline,
+                    job.retry,
+                )
+                if job is self.scenario.audit:  # from the start itself: it records the epochs
+                    begin, end = self.scenario.start - timedelta(seconds=1), self.settle_cap
+                else:
+                    begin, end = self.scenario.start, self.scenario.end
+                self.scheduler.add(live, begin, end)
+            for when, action in self.scenario.actions:
+                self.loop.at(when, lambda action=action: action(self))
+            self.loop.run_until(self.scenario.settle)
+            while self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+                if self.loop.now >= self.settle_cap:
+                    self.history.event(self.loop.now, "never settled: too few audits logged")
+                    self.history.unsettled = True
+                    break
+                self.loop.run_until(self.loop.now + timedelta(minutes=10))
+            self.loop.drain()
+        self.history.settle()
+        self.history.crashes.extend(self.loop.crashes)
+
+
+class LoopWait(DuplicateWait):
+    """The duplicate wait with no time spent before it: a claim takes no simulated time.
+
+    The App measures that time on the real clock, which would make a seed's
+    history depend on how fast the machine ran it.
+    """
+
+    def wait(
+        self,
+        job: str,
+        spent_s: float,
+        seen: RunRecord,
+        read: Callable[[], RunRecord | None],
+        now: Callable[[], datetime],
+    ) -> Waited:
+        return super().wait(job, 0.0, seen, read, now)
+
+
+class _FindingLines(io.TextIOBase):
+    """Stdout while a seed runs: the audit's finding lines go to the history, the rest away.
+
+    A terminal failure's ERROR line may have the operator rerun it (`World.rerun_failure`).
+    """
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def write(self, text: str) -> int:
+        if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
+            self._world.history.finding_line(self._world.loop.now, text)
+        if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
+            entry = json.loads(text)
+            if not entry.get("manual"):
+                when = parse_schedule_time(entry["schedule_time"])
+                self._world.rerun_failure(entry["job"], when)
+        return len(text)
