@@ -206,7 +206,7 @@ def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 def _graph_of(sources: dict[str, str]) -> dict[str, set[str]]:
-    """The import graph of modules given as source text (the name `pkg` for `pkg/__init__`)."""
+    """The import graph of modules given as source text (none of them a package's `__init__`)."""
     return {
         module: set(_imported(ast.parse(text), module, False, set(sources))) - {module}
         for module, text in sources.items()
@@ -233,6 +233,19 @@ def test_an_import_up_the_layers_is_refused_wherever_it_stands() -> None:
         "runledger.ledger.machine (layer ledger) imports runledger.ops.cli (layer ops),"
         " a layer above it",
     ]
+
+
+def test_two_parts_of_one_layer_that_import_each_other_are_found() -> None:
+    graph = _graph_of(
+        {
+            "runledger.sdk.context": "from runledger.targets import start\n",
+            "runledger.sdk.registry": "",
+            "runledger.targets": "from runledger.sdk import registry\n",
+        }
+    )
+    assert upward_imports(graph) == []  # one layer: sdk
+    assert find_cycle(graph) is None  # and no module loop
+    assert find_cycle(part_graph(graph)) == ["runledger.sdk", "runledger.targets", "runledger.sdk"]
 
 
 def test_a_module_is_in_the_part_that_names_it_most_closely() -> None:
