@@ -23,9 +23,7 @@ from runledger.ledger.record import FINAL_STATUSES, Status
 # The coordinator takes a class out of here when its fix merges (issue 27).
 HELD_BACK = frozenset(
     {
-        "delete_audit_docs",  # open: deleted epochs and watermarks leave earlier times unjudged
         "backfill_overlap",  # open: with backfills meeting running holders, audits stop settling
-        "audit_crash_after_save",  # found here: findings lost after the watermark write
     }
 )
 ON = frozenset(FEATURES) - HELD_BACK
@@ -34,9 +32,7 @@ FIXED_SEEDS = range(24)
 CHUNK = 6
 # A seed that shows each held-back class's bug on today's code (found by `make simulate`).
 BUG_SEEDS = {
-    "delete_audit_docs": 0,
     "backfill_overlap": 15,
-    "audit_crash_after_save": 0,
 }
 
 

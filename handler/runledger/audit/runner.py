@@ -40,7 +40,9 @@ reason and not caught up; enabled -> judged as above.
 Two ways to run. The handler's audit (`audit.job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
 document per job), the runs settled since, and the runs still open, so each
-settled run is read once and each finding logged once; findings still open are
+settled run is read once and each finding logged once (its line goes out before
+the watermark write: again only if that write never lands, or loses a race);
+findings still open are
 carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
 runs; the rest wait behind the watermark for the next audit. The operator CLI
 judges its whole window each time from the epochs alone: one epoch read per job
@@ -117,16 +119,23 @@ class Audit:
         catch_up: Callable[[RunIdentity], str] | None = None,
         live: Lister | None = None,
         marks: LedgerMarks | None = None,
+        emit: Callable[[Sequence[AuditFinding]], None] | None = None,
     ) -> None:
-        """Exactly one of `epochs` (judge the whole look-back) and `marks` (from the watermarks)."""
+        """Exactly one of `epochs` (judge the whole look-back) and `marks` (from the watermarks).
+
+        With `marks`, `emit` logs the findings before the watermarks move past them.
+        """
         if (epochs is None) == (marks is None):
             raise TypeError("Audit takes exactly one of epochs and marks")
+        if (marks is None) != (emit is None):
+            raise TypeError("Audit takes emit with marks, and only then")
         self._settings = settings
         self._lease = lease
         self._read = read
         self._clock = clock
         self._epochs = epochs
         self._marks = marks
+        self._emit = emit
         self._catch_up = catch_up
         self._live = live
         # Each job's state over this audit's window (`audit.pauses`), set by `run`.
@@ -331,14 +340,17 @@ class Audit:
             old = states[job.id].mark
             if mark != old:
                 new_marks[job.id] = mark
+        findings += [item for items in reported.values() for item in items]
+        # Logged before the watermarks move past them: a crash after the write loses none.
+        assert self._emit is not None  # given with marks, checked on construction
+        self._emit(findings)
         lost = marks.save(new_marks) if new_marks else set()
-        # What a concurrent audit judged first is its to report: drop this audit's view of it.
+        # A concurrent audit won those jobs' shard: the runs it keeps open are its to show.
         for job_id in lost:
-            reported.pop(job_id, None)
             still_open.pop(job_id, None)
         return replace(
             base,
-            findings=findings + [item for items in reported.values() for item in items],
+            findings=findings,
             checked=sum(len(walk.new) + len(walk.reopened) for walk in walks),
             pending=sum(walk.pending for walk in walks),
             before_epoch=sum(walk.before_epoch for walk in walks),

@@ -16,8 +16,9 @@ a different schedule or time zone there (a changed schedule, or a rollback to
 an earlier one) replaces the document at the version it read, with the epoch
 set to now. Every other write moves an epoch to "now" (or back to what it
 was, below), so a lost or contended epoch only ever narrows what is judged,
-never reports a run that was not due. Writing needs only the `datastore.entities.create` and `update`
-the handler already has; the operator CLI only reads.
+never reports a run that was not due. Writing needs only the
+`datastore.entities.create` and `update` the handler already has; the operator
+CLI only reads.
 
 Each write also keeps the epoch's lasting copy, in the same commit, where a
 delete of the audit's working documents (`runledger_audit`) does not reach
