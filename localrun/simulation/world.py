@@ -73,7 +73,7 @@ class World:
             self.loop,
             self.faults,
             self._written,
-            lambda key: history.refused(key, self.loop.now),
+            lambda key: history.refused(key, self.loop.now, self.loop.current),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
         self.scheduler = CloudScheduler(
