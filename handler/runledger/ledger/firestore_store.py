@@ -141,15 +141,18 @@ class FirestoreRunStore:
             return None
         return Versioned(RunRecord.from_document(snapshot.to_dict()), snapshot.update_time)
 
+    def _existing(self, refs: Sequence[Any]) -> list[Any]:
+        """The snapshots of `refs` that exist, in one BatchGetDocuments call."""
+        with _unavailable_on_transport_errors():
+            snapshots = self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S)
+            return [snapshot for snapshot in snapshots if snapshot.exists]
+
     def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
         """The records among `keys` that exist, in one BatchGetDocuments call (the audit's read)."""
         refs = [self._collection.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: RunRecord.from_document(snapshot.to_dict())
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create(self, key: str, record: RunRecord) -> Any:
@@ -163,14 +166,11 @@ class FirestoreRunStore:
             return {}
         work = self._collection.document(key).collection(WORK_COLLECTION)
         refs = [work.document(item_id) for item_id in item_ids]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredItem(
                 WorkItem.from_document(snapshot.to_dict()), snapshot.update_time
             )
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create_item_fenced(
@@ -211,24 +211,18 @@ class FirestoreRunStore:
 
     def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
         refs = [self._epochs.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredEpoch(
                 AuditEpoch.from_document(snapshot.to_dict()), snapshot.update_time
             )
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def get_lasting_epochs(self, keys: Sequence[str]) -> dict[str, AuditEpoch]:
         refs = [self._lasting.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: AuditEpoch.from_document(snapshot.to_dict())
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
@@ -258,12 +252,9 @@ class FirestoreRunStore:
 
     def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
         refs = [self._shards.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredShard.from_document(snapshot.to_dict(), snapshot.update_time)
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create_shard(self, key: str, shard: StoredShard) -> Any:
