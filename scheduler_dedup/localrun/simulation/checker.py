@@ -113,8 +113,11 @@ def _lost_lease(history: History, execution: Execution) -> Violation | None:
             own = record
     if own is None or own.status is not Status.IN_PROGRESS:
         return None
-    if not any(execution.start < at <= lost for at in history.refusals[execution.key]):
-        return None  # no write was refused: it gave up as its own clock passed its lease
+    refused = history.refusals[execution.key]
+    if not any(execution.start < at <= lost and task is execution.task for at, task in refused):
+        # None of its own writes was refused (another request's claim may have been): it
+        # gave up as its own clock passed its lease.
+        return None
     if lost + MAX_CLOCK_SKEW >= own.lease_expires:
         return None  # its lease ran out by its own clock
     return Violation(

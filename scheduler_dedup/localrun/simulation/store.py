@@ -24,7 +24,9 @@ from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.ledger.record import RunRecord
 from scheduler_dedup.localrun.simulation.clock import Killed, Loop
 
-_READS = frozenset({"get", "get_many", "get_items", "get_epochs", "get_shards", "get_slot"})
+_READS = frozenset(
+    {"get", "get_many", "get_items", "get_epochs", "get_lasting_epochs", "get_shards", "get_slot"}
+)
 # Each write of run records, and which arguments name them (a dead holder's too).
 _RUN_WRITES = {
     "create": (0,),

@@ -43,7 +43,8 @@ from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, Fau
 STEP = timedelta(seconds=20)
 # No faults until the first audit has recorded every job's epoch.
 QUIET = timedelta(minutes=2)
-# Audits that must log their summary after every time settled, within SETTLE_CAP.
+# Audits that must log their summary after every time settled (and no backfill request
+# left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=3)
 # The share of reported failures the operator reruns with --include-failed (`operator_skew`).
@@ -72,7 +73,7 @@ class World:
             self.loop,
             self.faults,
             self._written,
-            lambda key: history.refused(key, self.loop.now),
+            lambda key: history.refused(key, self.loop.now, self.loop.current),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
         self.scheduler = CloudScheduler(
@@ -300,7 +301,10 @@ class World:
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
             self.loop.run_until(self.scenario.settle)
-            while self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            while (
+                self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS
+                or self._backfills_pending()
+            ):
                 if self.loop.now >= self.settle_cap:
                     self.history.event(self.loop.now, "never settled: too few audits logged")
                     self.history.unsettled = True
@@ -309,6 +313,13 @@ class World:
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
+
+    def _backfills_pending(self) -> bool:
+        """Whether a backfill request is still queued: a pass the store stopped goes on later."""
+        found = self.inner.backfills().get(
+            queue.queue_key(self.scenario.project, self.scenario.region)
+        )
+        return found is not None and bool(found[0].get("pending"))
 
 
 class LoopWait(DuplicateWait):
@@ -340,7 +351,7 @@ class _FindingLines(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
-            self._world.history.finding_line(self._world.loop.now, text)
+            self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):
