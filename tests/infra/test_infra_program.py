@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import runledger
 from scheduler_dedup.offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
@@ -583,20 +584,29 @@ def test_a_handler_code_change_deploys_a_new_revision(
     assert changed.startswith("handler-") and changed.endswith(".zip")
 
 
-def test_archive_holds_the_handler_without_caches(
+def test_archive_holds_the_teams_handler_and_the_installed_runledger_without_caches(
     make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
 ) -> None:
+    # The project is laid out as a team's copy: handler/ has no runledger of its own.
     project = make_stack(multi_job_config)
     (project / "handler" / "__pycache__").mkdir()
     (project / "handler" / "__pycache__" / "jobs.cpython-311.pyc").write_bytes(b"\x00")
     archive = only(run_program(project, "test"), "gcp:storage/bucketObject:BucketObject")
 
-    assert sorted(archive.inputs["source"].assets) == [
-        "jobs.py",
-        "main.py",
-        "requirements.txt",
-        "runledger/__init__.py",
-    ]
+    assets = archive.inputs["source"].assets
+    installed = Path(runledger.__file__).parent
+    library = sorted(
+        f"runledger/{path.relative_to(installed).as_posix()}"
+        for path in installed.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+    assert sorted(assets) == sorted(["jobs.py", "main.py", "requirements.txt", *library])
+    assert "runledger/ledger/machine.py" in library
+    assert assets["runledger/facts.py"].path == str(installed / "facts.py")
+    # One requirements file: runledger's pins, the team's identical pin not repeated.
+    requirements = assets["requirements.txt"].text
+    assert (installed / "requirements.txt").read_text() in requirements
+    assert requirements.count("functions-framework") == 1
 
 
 @pytest.mark.parametrize(
