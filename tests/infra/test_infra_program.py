@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import runledger
+from runledger import facts
 from scheduler_dedup.offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
@@ -242,6 +243,8 @@ def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
     timeout = only(resources, FUNCTION).inputs["serviceConfig"]["timeoutSeconds"]
 
     assert env["DEDUP_COLLECTION"] == "scheduler_runs"
+    # The handler refuses to start under another program's contract.
+    assert env["DEDUP_CONTRACT_VERSION"] == str(facts.CONTRACT_VERSION)
     assert env["DEDUP_DATABASE"] == "run-ledger"
     assert env["DEDUP_PROJECT_HEADER"] == "X-Dedup-Project"
     assert env["DEDUP_REGION_HEADER"] == "X-Dedup-Region"
