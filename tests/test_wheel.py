@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.stacks import FIXTURE_STACK, machinery_project
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Each import name the distribution installs, and the folder it is built from.
 PACKAGES = {
@@ -157,3 +159,29 @@ def test_every_module_imports_from_the_fresh_virtualenv(fresh_python: Path) -> N
     }
     assert outside == {}
     assert sorted(result["found"]) == sorted(modules)
+
+
+@pytest.mark.timeout(900)
+def test_a_copys_plan_archives_the_runledger_installed_in_its_virtualenv(
+    wheel: Path, fresh_python: Path, tmp_path: Path
+) -> None:
+    # A copy's shape: a thin infra/__main__.py, a handler without runledger; the
+    # machinery comes from the (not editable) installation only.
+    project = machinery_project(tmp_path)
+    shutil.rmtree(project / "infra" / "dedup_schedule")
+    venv = fresh_python.parent.parent
+    command = ["-m", "scheduler_dedup.offline.plan", "--dir", str(project)]
+    plan = subprocess.run(
+        [str(fresh_python), *command, "--stack", FIXTURE_STACK, "--virtualenv", str(venv)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    (source,) = [line.strip() for line in plan.stdout.splitlines() if "source: <archive" in line]
+    with zipfile.ZipFile(wheel) as archive:
+        library = [name for name in archive.namelist() if name.startswith("runledger/")]
+    assert source.endswith(
+        f": jobs.py, main.py, requirements.txt, runledger/ ({len(library)} files)>"
+    )

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import runledger
+from dedup_schedule.source import handler_archive
 from runledger import facts
 from scheduler_dedup.offline.mockrun import (
     STACK_TYPE,
@@ -610,6 +611,9 @@ def test_archive_holds_the_teams_handler_and_the_installed_runledger_without_cac
     requirements = assets["requirements.txt"].text
     assert (installed / "requirements.txt").read_text() in requirements
     assert requirements.count("functions-framework") == 1
+    # Named by the hash over all of it, runledger included (tests/infra/test_infra_source.py).
+    digest = handler_archive(project / "handler").digest()
+    assert archive.inputs["name"] == f"handler-{digest[:20]}.zip"
 
 
 @pytest.mark.parametrize(
