@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
+REQUIREMENTS := requirements-dev.txt handler/requirements.txt handler/runledger/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
 
 DIR ?= .
 # Empty: the only Pulumi.<stack>.yaml in DIR (with several, the tools list them and stop).

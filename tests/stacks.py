@@ -49,14 +49,19 @@ def machinery_project(directory: Path) -> Path:
     """A copy of the Pulumi project (program and handler) that deploys the fixture stack.
 
     The copy's handler/jobs.py defines the fixture's jobs, in place of the team's, so
-    the program's check that the handler defines every job passes without them.
+    the program's check that the handler defines every job passes without them. Its
+    handler/ holds no runledger, as a team's copy: the archive takes the installed one.
     """
     project = directory / "my-schedule"
     project.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "venv")
     shutil.copy2(REPO_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    for part in ("infra", "handler"):
-        shutil.copytree(REPO_ROOT / part, project / part, ignore=ignore)
+    shutil.copytree(REPO_ROOT / "infra", project / "infra", ignore=ignore)
+    shutil.copytree(
+        REPO_ROOT / "handler",
+        project / "handler",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "runledger"),
+    )
     shutil.copy2(stack_file(FIXTURE_DIR, FIXTURE_STACK), stack_file(project, FIXTURE_STACK))
     ids = tuple(job.id for job in fixture_config().jobs)
     (project / "handler" / "jobs.py").write_text(

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from runledger.config import contract_env
 from scheduler_dedup.localrun.emulator import free_port
 from scheduler_dedup.localrun.process import ServiceProcess, spawn
 
@@ -54,6 +55,8 @@ def start_handler(
 ) -> HandlerServer:
     """Start functions-framework on a free loopback port with `env` on top of ours.
 
+    The handler's contract version is set as the program sets it, unless `env` does.
+
     The source's directory comes first on PYTHONPATH, as in the deployed function
     (`main` and the default `jobs` are top-level there). `extra_pythonpath` lets a
     jobs module that is not installed (a test's, under `tests/`) be named in
@@ -65,7 +68,7 @@ def start_handler(
     pythonpath = [str(source.parent), *(str(p) for p in extra_pythonpath)]
     if existing := os.environ.get("PYTHONPATH"):
         pythonpath.append(existing)
-    child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    child_env = {**os.environ, **contract_env(), **env, "PYTHONPATH": os.pathsep.join(pythonpath)}
     child_env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     command = [
         sys.executable,

@@ -19,7 +19,7 @@ from typing import Any
 from runledger.audit.pause_log import StateChange
 from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.backfill.queue import BackfillDocs
-from runledger.config import Settings
+from runledger.config import Settings, contract_env
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
 from runledger.delivery.identify import scheduler_headers as delivery_headers
@@ -298,13 +298,14 @@ class Takeover:
 def start_main(**env: str) -> subprocess.CompletedProcess[str]:
     """Import the deployed entry point (`handler/main.py`) in a fresh process, as Cloud Run does.
 
-    `env` is added to this process's environment; the result carries the exit
-    status and the one line a bad setting prints.
+    `env` is added to this process's environment (and the program's contract version,
+    unless `env` sets it); the result carries the exit status and the one line a bad
+    setting prints.
     """
     return subprocess.run(
         [sys.executable, "-c", "import main"],
         cwd=HANDLER_DIR,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"} | env,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"} | contract_env() | env,
         capture_output=True,
         text=True,
         timeout=180,

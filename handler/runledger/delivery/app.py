@@ -18,7 +18,7 @@ from runledger import facts
 from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
-from runledger.config import Settings
+from runledger.config import Settings, check_contract
 from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
@@ -129,8 +129,10 @@ class App:
         DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
         asked and no backfill queue is read: both live in the cloud. `clock` is the
         deployed handler's real time; the local demo shifts it
-        (`scheduler_dedup.localrun.clocked_handler`).
+        (`scheduler_dedup.localrun.clocked_handler`). An environment of another
+        contract version than this handler's (`DEDUP_CONTRACT_VERSION`) is refused first.
         """
+        check_contract(env)
         settings = Settings.from_env(env)
         served = load_jobs(settings.jobs_module) if jobs is None else jobs
         audit = audit_settings(env, settings)
