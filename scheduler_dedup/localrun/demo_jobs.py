@@ -20,11 +20,12 @@ import os
 import time
 from pathlib import Path
 
-from runledger import Jobs, RunContext, TerminalJobError
+from runledger import Jobs, RunContext
 from runledger.exceptions import LeaseLost
 from runledger.sdk.registry import JobFn, load_jobs
 from scheduler_dedup.localrun.demo_plan import (
     EVENTS_ENV,
+    JOB_RAISED,
     OUTAGE_OVER_ENV,
     OVERLAP_ANSWERED_ENV,
     OWN_JOBS_ENV,
@@ -98,11 +99,8 @@ def _work(
     if own is not None:
         try:
             own(ctx)
-        except TerminalJobError:
-            log("end", "failed_terminal")
-            raise
-        except Exception:
-            log("end", "failed_retryable")
+        except Exception:  # the handler answers it (422 terminal, else 500) and logs the error
+            log("end", JOB_RAISED)
             raise
     log("end", "succeeded")
 

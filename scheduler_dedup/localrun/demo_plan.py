@@ -26,6 +26,9 @@ OUTAGE_OVER_ENV = "DEMO_OUTAGE_OVER_PATH"
 OVERLAP_ANSWERED_ENV = "DEMO_OVERLAP_ANSWERED_PATH"
 # The team's jobs module whose functions the demo work calls (unset: demonstration work only).
 OWN_JOBS_ENV = "DEMO_OWN_JOBS_MODULE"
+# An execution's end when the team's own job function raised (terminally or not), apart
+# from the failures the simulator injects before calling it (failed_retryable).
+JOB_RAISED = "job_raised"
 # A job outside the stack whose single no-op delivery opens the handler's Firestore
 # connection (its cold start) before the timed runs begin; it is never logged.
 WARMUP_JOB = "localrun-demo-warmup"
@@ -99,7 +102,7 @@ class ExecutionEvent:
     label: str
     attempt_id: str
     event: str  # "start" or "end"
-    outcome: str | None  # on "end": succeeded, failed_retryable or lease_lost
+    outcome: str | None  # on "end": succeeded, failed_retryable, JOB_RAISED or lease_lost
     at: float  # time.time() in the handler process
 
     def to_line(self) -> bytes:
