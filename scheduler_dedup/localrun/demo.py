@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from runledger.facts import OUTCOME_OVERLAP_SKIPPED
+from runledger.facts import OUTCOME_OVERLAP_SKIPPED, OVERLAP_ALLOW, OVERLAP_SKIP
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 from scheduler_dedup.localrun.demo_audit import (
     AuditOutcome,
@@ -59,7 +59,6 @@ from scheduler_dedup.localrun.demo_keep import (
     refuse_if_running,
 )
 from scheduler_dedup.localrun.demo_overlap import (
-    SKIP,
     Backfill,
     Gate,
     Overlap,
@@ -282,6 +281,22 @@ def progress_line(
     )
 
 
+def _overlap_line(overlap: Overlap | None, policies: Mapping[str, str]) -> str:
+    """Which job shows an overlap skip, and whose policy that is: never set behind a team's back."""
+    if overlap is None:
+        return (
+            'overlap: no run is skipped (no job that can show it has "overlap: skip" in the '
+            "stack, and the demo changes no overlap policy of your jobs)"
+        )
+    shown = f"{overlap.skipped.label} is delivered while {overlap.holder.label} still works"
+    if policies[overlap.job] == OVERLAP_SKIP:
+        return f'overlap: {overlap.job} has "overlap: skip" in the stack; {shown}'
+    return (
+        f'overlap: {overlap.job} runs with "overlap: skip" for the built-in demonstration work '
+        f"(the stack says {policies[overlap.job]}); {shown}"
+    )
+
+
 def _drive_all(
     plans: Sequence[RunPlan],
     jobs: dict[str, SimJob],
@@ -356,6 +371,7 @@ def _print_setup(
     notes: Sequence[str],
     runs: int,
     work: str,
+    overlap: str | None,
 ) -> None:
     """What will be replayed, how time is compressed, and (--verbose) every setting changed."""
     say(
@@ -374,6 +390,8 @@ def _print_setup(
             f" -> {job.attempt_deadline_s:.2f}s, {job.retry.retry_count} retries"
         )
     say(f"work: {work}")
+    if overlap is not None:
+        say(overlap)
     if not options.verbose:
         say(
             f"{len(notes)} handler settings differ from the deployed ones (time compressed); "
@@ -541,11 +559,15 @@ def run_demo(
     held = [plan for plan in plans if pause is not None and pause.covers(plan)]
     plans = [plan for plan in plans if pause is None or not pause.covers(plan)]
     # One job skips a time while its run before works; one past time is backfilled.
+    # The stack's overlap policies stand; only the built-in work may get a skip set.
+    policies = {job.id: job.overlap for job in config.jobs}
+    allowed = [job for job, policy in policies.items() if own is None or policy == OVERLAP_SKIP]
     overlap = backfill = None
     if not options.without_dedup:
         paused_job = None if pause is None else pause.job
-        overlap = choose_overlap(plans, jobs, now, options.runs, paused_job)
+        overlap = choose_overlap(plans, jobs, now, options.runs, paused_job, allowed)
         backfill = choose_backfill(plans, jobs, now, options.runs, paused_job)
+    overlap_line = None if options.without_dedup else _overlap_line(overlap, policies)
     if overlap is not None:
         plans = with_overlap(plans, overlap, next(j for j in jobs if j.id == overlap.job))
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
@@ -570,9 +592,9 @@ def run_demo(
         audit_since=audit_since,
         catch_up=options.catch_up,
         own_module=own,
-        overlaps=None if overlap is None else {overlap.job: SKIP},
+        overlaps=None if overlap is None else {overlap.job: OVERLAP_SKIP},
     )
-    if overlap is not None:
+    if overlap is not None and policies[overlap.job] != OVERLAP_SKIP:
         env = replace(
             env,
             notes=(
@@ -598,7 +620,7 @@ def run_demo(
     # The stack "was deployed" before the oldest run the demo replays.
     deployed = min([plan.schedule_time for plan in plans if not plan.manual] + [audit_since])
 
-    _print_setup(say, options, jobs, speedup, env.notes, len(plans), work)
+    _print_setup(say, options, jobs, speedup, env.notes, len(plans), work, overlap_line)
 
     # A pinned demo serves the deployed entry point on the same shifted clock.
     clock_env = {CLOCK_OFFSET_ENV: repr(offset.total_seconds())} if offset else {}
@@ -649,9 +671,10 @@ def run_demo(
             raised = bool(ends) and ends[-1].outcome == JOB_RAISED
             say(progress_line(index, total, result, successes, raised))
 
+        serial = [job for job, policy in policies.items() if policy != OVERLAP_ALLOW]
         gate = None
-        if overlap is not None and files.overlap_answered is not None:
-            gate = Gate(overlap, plans, events_path, files.overlap_answered)
+        if overlap is not None or serial:
+            gate = Gate(overlap, plans, events_path, files.overlap_answered, serial)
 
         def drive(batch: Sequence[RunPlan]) -> list[RunResult]:
             nonlocal total

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from dedup_schedule.config.model import ScheduleConfig
+from scheduler_dedup.localrun.demo import DemoOptions
 from scheduler_dedup.localrun.demo_stack import load_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +25,10 @@ DEMO_ARGS = ("--dir", str(DEMO_PROJECT), "--stack", DEMO_STACK, "--demo-jobs")
 
 def demo_stack() -> ScheduleConfig:
     return load_stack(DEMO_STACK, DEMO_PROJECT)
+
+
+# `run_demo`'s options for the demo stack and the built-in work (`DEMO_OPTIONS(runs=3)`).
+DEMO_OPTIONS = partial(DemoOptions, project_dir=DEMO_PROJECT, demo_jobs=True)
 
 
 # The instant the seeded demo tests start at (`run_demo(now=...)`), so what they

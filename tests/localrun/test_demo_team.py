@@ -1,0 +1,99 @@
+"""`make demo` in a team's project, as a copy of the template holds one: its own stack and jobs.py.
+
+A job that raises on every attempt is the team's failure, shown with its exception and
+never called an exactly-once violation; a jobs.py that cannot be imported stops the demo
+with exit 2 and the one line `make plan` prints; the team's overlap policies stand.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scheduler_dedup.localrun.demo import DemoOptions, run_demo
+from scheduler_dedup.localrun.demo_invariant import (
+    FATE_DROPPED,
+    FATE_EXHAUSTED,
+    FATE_JOB_FAILED,
+    FATE_RAN_ONCE,
+)
+from scheduler_dedup.localrun.demo_plan import WARMUP_JOB
+from scheduler_dedup.localrun.demo_stack import load_stack
+from tests.clitools import run_module
+from tests.localrun.demo_project import (
+    DEMO_NOW,
+    REPO_ROOT,
+    TEAM_FAILURE,
+    TEAM_STACK,
+    team_project,
+)
+
+FAILING_JOB = "ledger-close"
+
+
+def test_a_jobs_py_that_cannot_be_imported_stops_the_demo_with_make_plans_line(
+    tmp_path: Path,
+) -> None:
+    project = team_project(tmp_path, jobs="import acme_ledger_client\n")
+    shutil.copytree(REPO_ROOT / "infra", project / "infra")  # the program `make plan` runs
+    demo = run_module("scheduler_dedup.localrun.demo", "--dir", str(project), timeout_s=300)
+    plan = run_module("scheduler_dedup.offline.plan", "--dir", str(project), timeout_s=300)
+    assert demo.returncode == plan.returncode == 2, demo.stdout + demo.stderr
+    (line,) = demo.stderr.strip().splitlines()
+    assert line == plan.stderr.strip(), (line, plan.stderr)
+    assert line.startswith("error: scheduler-dedup:handlerDir: cannot read the job ids of jobs.py")
+    assert "ModuleNotFoundError: No module named 'acme_ledger_client'" in line
+    assert "Traceback" not in demo.stdout + demo.stderr
+    assert "starting" not in demo.stdout  # nothing was started
+
+
+@pytest.mark.firestore
+@pytest.mark.timeout(600)
+def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a_violation(
+    firestore_emulator, tmp_path: Path
+) -> None:
+    project = team_project(tmp_path)
+    config = load_stack(TEAM_STACK, project)
+    firestore_emulator.clear(config.database.name, project=config.project)
+    out = io.StringIO()
+    invariant, report = run_demo(
+        DemoOptions(runs=3, project_dir=project), config, out, firestore_emulator, now=DEMO_NOW
+    )
+    text = out.getvalue()
+    assert invariant.holds, text
+    assert "work: your jobs from handler/jobs.py" in text
+    assert "VIOLATED" not in text + report["verdict"]
+    runs = report["runs"]
+    fates = Counter(run["fate"] for run in runs if run["job"] == FAILING_JOB)
+    # The job's code never succeeds; its runs end failed by it, or as the demo made them end.
+    assert fates[FATE_JOB_FAILED] >= 1 and set(fates) <= {
+        FATE_JOB_FAILED,
+        FATE_EXHAUSTED,
+        FATE_DROPPED,
+    }, fates
+    for run in runs:
+        if run["fate"] == FATE_JOB_FAILED:
+            assert run["error"].startswith(TEAM_FAILURE), run
+            assert run["successful_executions"] == 0 and run["failed_executions"] >= 1, run
+            assert "your job failed on every attempt (a failure of your job, not of " in text
+            assert f"{run['run']} raised {run['error']}" in text
+        if run["job"] != FAILING_JOB:
+            assert run["fate"] in (FATE_RAN_ONCE, FATE_DROPPED), run
+    assert set(report["invariant"]["job_failed"]) >= {
+        run["run"] for run in runs if run["fate"] == FATE_JOB_FAILED
+    }
+    assert report["audit"]["accounts_for_every_run"], text
+    assert f"your job failed on every attempt in {fates[FATE_JOB_FAILED]}" in report["verdict"]
+    assert report["verdict"].startswith("verdict: exactly once HOLDS")
+    # The team's own log lines, without the demo's warm-up or the handler's request lines.
+    logs = text.split("your jobs' log lines, each with its run", 1)[1]
+    assert "prices synced up to" in logs
+    assert WARMUP_JOB not in logs and "run completed" not in logs
+    # The team's stack gives no job `overlap: skip`: the demo sets none, so none is skipped.
+    assert 'overlap: no run is skipped (no job that can show it has "overlap: skip"' in text
+    assert report["invariant"]["skipped"] == []
+    assert not any("overlap" in note for note in report["settings"]["handler_notes"])
