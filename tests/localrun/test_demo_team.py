@@ -8,12 +8,18 @@ with exit 2 and the one line `make plan` prints; the team's overlap policies sta
 from __future__ import annotations
 
 import io
+import json
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from runledger.facts import JOB_HEADER, SCHEDULE_HEADER
 from scheduler_dedup.localrun.demo import DemoOptions, run_demo
 from scheduler_dedup.localrun.demo_invariant import (
     FATE_DROPPED,
@@ -21,6 +27,7 @@ from scheduler_dedup.localrun.demo_invariant import (
     FATE_JOB_FAILED,
     FATE_RAN_ONCE,
 )
+from scheduler_dedup.localrun.demo_keep import STATE_DIR_ENV, stop
 from scheduler_dedup.localrun.demo_plan import WARMUP_JOB
 from scheduler_dedup.localrun.demo_stack import load_stack
 from tests.clitools import run_module
@@ -97,3 +104,63 @@ def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a
     assert 'overlap: no run is skipped (no job that can show it has "overlap: skip"' in text
     assert report["invariant"]["skipped"] == []
     assert not any("overlap" in note for note in report["settings"]["handler_notes"])
+
+
+# The kept demo runs in its own process, pinned to DEMO_NOW, so that what it leaves running
+# is no child of this one (`make demo-stop` then finds it gone once stopped).
+_KEPT_DEMO = """
+import io, json, sys
+from pathlib import Path
+from scheduler_dedup.localrun.demo import DemoOptions, run_demo
+from scheduler_dedup.localrun.demo_stack import load_stack
+from tests.localrun.demo_project import DEMO_NOW, TEAM_STACK
+project, report = Path(sys.argv[1]), Path(sys.argv[2])
+options = DemoOptions(stack=TEAM_STACK, runs=3, project_dir=project, keep=True)
+out = io.StringIO()
+_, data = run_demo(options, load_stack(TEAM_STACK, project), out, now=DEMO_NOW)
+report.write_text(json.dumps(data))
+print(out.getvalue())
+"""
+
+
+@pytest.mark.firestore
+@pytest.mark.timeout(600)
+def test_the_kept_demos_curl_delivers_again_a_run_that_completed(
+    firestore_emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (firestore_emulator only makes the test skip loudly where there is no emulator.)
+    # The stack's first job fails every run: the hint must pick another job's completed run.
+    kept = tmp_path / "kept"
+    monkeypatch.setenv(STATE_DIR_ENV, str(kept))
+    project = team_project(tmp_path)
+    assert load_stack(TEAM_STACK, project).jobs[0].id == FAILING_JOB
+    report_path = tmp_path / "report.json"
+    try:
+        demo = subprocess.run(
+            [sys.executable, "-c", _KEPT_DEMO, str(project), str(report_path)],
+            cwd=REPO_ROOT,
+            env={**os.environ, STATE_DIR_ENV: str(kept)},
+            capture_output=True,
+            text=True,
+            timeout=480,
+            check=False,
+        )
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        lines = [line.strip() for line in demo.stdout.splitlines()]
+        (curl,) = [line for line in lines if line.startswith("curl ")]
+        command = shlex.split(curl)
+        headers = dict(command[i + 1].split(": ", 1) for i, v in enumerate(command) if v == "-H")
+        run = f"{headers[JOB_HEADER]}@{headers[SCHEDULE_HEADER]}"
+        fates = {r["run"]: r["fate"] for r in json.loads(report_path.read_text())["runs"]}
+        assert fates[run] == FATE_RAN_ONCE, (curl, fates)
+        again = subprocess.run(
+            [*command, "--silent", "--max-time", "120"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert " 200 " in again.stdout.splitlines()[0], again.stdout + again.stderr
+        assert '"duplicate_completed"' in again.stdout, again.stdout
+    finally:
+        assert stop(io.StringIO()) == 0
