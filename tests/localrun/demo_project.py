@@ -77,13 +77,13 @@ def price_sync(ctx: RunContext) -> None:
 TEAM_FAILURE = "LookupError: no ledger period open for "
 
 
-def team_project(directory: Path, jobs: str = TEAM_JOBS) -> Path:
+def team_project(directory: Path, jobs: str = TEAM_JOBS, stack: str = TEAM_STACK_FILE) -> Path:
     """A team's project in `directory`: Pulumi.yaml, Pulumi.team.yaml and handler/ with `jobs`."""
     project = directory / "team-schedule"
     handler = project / "handler"
     handler.mkdir(parents=True)
     shutil.copy2(REPO_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    (project / f"Pulumi.{TEAM_STACK}.yaml").write_text(TEAM_STACK_FILE, encoding="utf-8")
+    (project / f"Pulumi.{TEAM_STACK}.yaml").write_text(stack, encoding="utf-8")
     for name in ("main.py", "requirements.txt"):
         shutil.copy2(REPO_ROOT / "handler" / name, handler / name)
     (handler / "jobs.py").write_text(jobs, encoding="utf-8")

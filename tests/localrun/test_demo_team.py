@@ -164,3 +164,52 @@ def test_the_kept_demos_curl_delivers_again_a_run_that_completed(
         assert '"duplicate_completed"' in again.stdout, again.stdout
     finally:
         assert stop(io.StringIO()) == 0
+
+
+OVERLAP_STACK = """config:
+  gcp:project: acme-team-prod
+  gcp:region: europe-west1
+  scheduler-dedup:jobs:
+    - id: ledger-close
+      schedule: "15 * * * *"
+      timeZone: Europe/Paris
+      attemptDeadline: 300s
+      overlap: delay
+      retry:
+        retryCount: 2
+    - id: price-sync
+      schedule: "*/30 * * * *"
+      timeZone: UTC
+      attemptDeadline: 120s
+      overlap: skip
+"""
+SUCCEEDING_JOBS = """from runledger import Jobs
+
+JOBS = Jobs()
+JOBS.job("ledger-close")(lambda ctx: None)
+JOBS.job("price-sync")(lambda ctx: None)
+"""
+
+
+@pytest.mark.firestore
+@pytest.mark.timeout(600)
+def test_the_demo_skips_only_where_the_team_said_skip_and_keeps_each_jobs_policy(
+    firestore_emulator, tmp_path: Path
+) -> None:
+    project = team_project(tmp_path, jobs=SUCCEEDING_JOBS, stack=OVERLAP_STACK)
+    config = load_stack(TEAM_STACK, project)
+    firestore_emulator.clear(config.database.name, project=config.project)
+    out = io.StringIO()
+    invariant, report = run_demo(
+        DemoOptions(runs=4, project_dir=project), config, out, firestore_emulator, now=DEMO_NOW
+    )
+    text = out.getvalue()
+    assert invariant.holds, text
+    assert 'overlap: price-sync has "overlap: skip" in the stack; ' in text
+    # Exactly the one planned skip, of the job whose stack says skip; the delay job's runs,
+    # sent one after another, never met a run of their own job still working.
+    (skipped,) = invariant.skipped
+    assert skipped.startswith("price-sync@"), text
+    outcomes = {d["outcome"] for run in report["runs"] for d in run["deliveries"]}
+    assert "overlap_delayed" not in outcomes, text
+    assert not any("overlap" in note for note in report["settings"]["handler_notes"])
