@@ -5,15 +5,19 @@ on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
 window of each job's scheduled runs in compressed time, and then delivers the
 handler's audit job, which accounts for every scheduled time (and with
 --catch-up finishes the runs Scheduler gave up on). One job runs with
-`overlap: skip` and one of its times is skipped while the run before it works;
+`overlap: skip` (with the team's jobs, only one whose stack says so) and one of its
+times is skipped while the run before it works;
 one past time is backfilled as `python -m runledger.ops backfill` records it, and
 the audit runs it (`scheduler_dedup.localrun.demo_overlap`). It prints a line per run,
 a table per job, the audit's findings and the invariant, ends on one verdict
-line, and exits 1 if the invariant does not hold, 2 on a usage error.
+line, and exits 1 if the invariant does not hold, 2 on a usage error (a jobs.py that
+cannot be imported among them, with the line `make plan` prints).
 
 The work is the stack's own jobs from handler/jobs.py when that module defines
 every job id of the stack, else (or with --demo-jobs) built-in demonstration
 work; either way the simulator injects the same delays and failures around it.
+A run the team's own job failed on every attempt is that job's failure, shown with
+the exception the handler logged, never an exactly-once violation.
 Everything it starts is stopped when it ends, also on Ctrl-C, unless --keep
 leaves the emulator and the handler running for `make ops` (`scheduler_dedup.localrun.demo_keep`).
 """
