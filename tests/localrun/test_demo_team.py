@@ -30,16 +30,28 @@ from scheduler_dedup.localrun.demo_invariant import (
 from scheduler_dedup.localrun.demo_keep import STATE_DIR_ENV, stop
 from scheduler_dedup.localrun.demo_plan import WARMUP_JOB
 from scheduler_dedup.localrun.demo_stack import load_stack
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.clitools import run_module
 from tests.localrun.demo_project import (
     DEMO_NOW,
     REPO_ROOT,
     TEAM_FAILURE,
     TEAM_STACK,
+    TEAM_STACK_FILE,
     team_project,
 )
 
 FAILING_JOB = "ledger-close"
+
+
+def _team_demo(emulator: FirestoreEmulator, project: Path, runs: int):
+    """The demo of the team's project at DEMO_NOW, on an empty ledger: invariant, report, text."""
+    config = load_stack(TEAM_STACK, project)
+    emulator.clear(config.database.name, project=config.project)
+    out = io.StringIO()
+    options = DemoOptions(runs=runs, project_dir=project)
+    invariant, report = run_demo(options, config, out, emulator, now=DEMO_NOW)
+    return invariant, report, out.getvalue()
 
 
 def test_a_jobs_py_that_cannot_be_imported_stops_the_demo_with_make_plans_line(
@@ -63,14 +75,7 @@ def test_a_jobs_py_that_cannot_be_imported_stops_the_demo_with_make_plans_line(
 def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a_violation(
     firestore_emulator, tmp_path: Path
 ) -> None:
-    project = team_project(tmp_path)
-    config = load_stack(TEAM_STACK, project)
-    firestore_emulator.clear(config.database.name, project=config.project)
-    out = io.StringIO()
-    invariant, report = run_demo(
-        DemoOptions(runs=3, project_dir=project), config, out, firestore_emulator, now=DEMO_NOW
-    )
-    text = out.getvalue()
+    invariant, report, text = _team_demo(firestore_emulator, team_project(tmp_path), runs=3)
     assert invariant.holds, text
     assert "work: your jobs from handler/jobs.py" in text
     assert "VIOLATED" not in text + report["verdict"]
@@ -113,6 +118,7 @@ import io, json, sys
 from pathlib import Path
 from scheduler_dedup.localrun.demo import DemoOptions, run_demo
 from scheduler_dedup.localrun.demo_stack import load_stack
+from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.localrun.demo_project import DEMO_NOW, TEAM_STACK
 project, report = Path(sys.argv[1]), Path(sys.argv[2])
 options = DemoOptions(stack=TEAM_STACK, runs=3, project_dir=project, keep=True)
@@ -166,23 +172,10 @@ def test_the_kept_demos_curl_delivers_again_a_run_that_completed(
         assert stop(io.StringIO()) == 0
 
 
-OVERLAP_STACK = """config:
-  gcp:project: acme-team-prod
-  gcp:region: europe-west1
-  scheduler-dedup:jobs:
-    - id: ledger-close
-      schedule: "15 * * * *"
-      timeZone: Europe/Paris
-      attemptDeadline: 300s
-      overlap: delay
-      retry:
-        retryCount: 2
-    - id: price-sync
-      schedule: "*/30 * * * *"
-      timeZone: UTC
-      attemptDeadline: 120s
-      overlap: skip
-"""
+# The same two jobs, one with `overlap: delay`, one with `overlap: skip`.
+OVERLAP_STACK = TEAM_STACK_FILE.replace(
+    "attemptDeadline: 300s\n", "attemptDeadline: 300s\n      overlap: delay\n"
+).replace("attemptDeadline: 120s\n", "attemptDeadline: 120s\n      overlap: skip\n")
 SUCCEEDING_JOBS = """from runledger import Jobs
 
 JOBS = Jobs()
@@ -197,13 +190,7 @@ def test_the_demo_skips_only_where_the_team_said_skip_and_keeps_each_jobs_policy
     firestore_emulator, tmp_path: Path
 ) -> None:
     project = team_project(tmp_path, jobs=SUCCEEDING_JOBS, stack=OVERLAP_STACK)
-    config = load_stack(TEAM_STACK, project)
-    firestore_emulator.clear(config.database.name, project=config.project)
-    out = io.StringIO()
-    invariant, report = run_demo(
-        DemoOptions(runs=4, project_dir=project), config, out, firestore_emulator, now=DEMO_NOW
-    )
-    text = out.getvalue()
+    invariant, report, text = _team_demo(firestore_emulator, project, runs=4)
     assert invariant.holds, text
     assert 'overlap: price-sync has "overlap: skip" in the stack; ' in text
     # Exactly the one planned skip, of the job whose stack says skip; the delay job's runs,
