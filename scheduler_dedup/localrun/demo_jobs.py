@@ -31,6 +31,7 @@ from scheduler_dedup.localrun.demo_plan import (
     OWN_JOBS_ENV,
     PLAN_ENV,
     WARMUP_JOB,
+    DemoRetryableError,
     ExecutionEvent,
     WorkPlan,
     append_event,
@@ -44,10 +45,6 @@ from scheduler_dedup.localrun.demo_plan import (
 _LEASE_CHECK_S = 0.1
 # A holding step looks this often whether the run it waits for was answered.
 _HOLD_CHECK_S = 0.02
-
-
-class DemoRetryableError(RuntimeError):
-    """A failure a retry can fix (a flaky downstream): the handler releases the run."""
 
 
 def _paths() -> tuple[Path, Path, Path]:

@@ -34,6 +34,14 @@ JOB_RAISED = "job_raised"
 WARMUP_JOB = "localrun-demo-warmup"
 
 
+class DemoRetryableError(RuntimeError):
+    """The failure the demo injects (a flaky downstream): the handler releases the run.
+
+    Raised by the demo jobs before the team's function is called; the report tells
+    it apart from the team's own exceptions by its name in the handler's log.
+    """
+
+
 def run_label(job: str, schedule_time: datetime, manual: bool) -> str:
     """One run's name, the same however the ScheduleTime header spelled the instant."""
     instant = schedule_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler_dedup.localrun.demo_invariant import Invariant
-from scheduler_dedup.localrun.demo_plan import WARMUP_JOB, run_label
+from scheduler_dedup.localrun.demo_invariant import FATE_RAN_ONCE, Invariant
+from scheduler_dedup.localrun.demo_plan import WARMUP_JOB, DemoRetryableError, run_label
 from scheduler_dedup.localrun.simulator import Fault, RunResult, Seen
 
 
@@ -198,6 +198,10 @@ def format_misbehaviour(m: Misbehaviour) -> str:
     )
 
 
+# A catch-up's exception reaches the run's ledger record, but no request line of the log.
+_CAUGHT_UP_ERROR = "in the audit's catch-up (the run's ledger record has it)"
+
+
 def format_invariant(
     invariant: Invariant, audited: bool = True, errors: Mapping[str, str] | None = None
 ) -> str:
@@ -241,10 +245,10 @@ def format_invariant(
             f"it, work succeeded {verdict.successes}x"
         )
     for verdict in (v for v in invariant.verdicts + invariant.backfills if v.job_failed):
-        error = (errors or {}).get(verdict.label, "no error logged")
+        error = (errors or {}).get(verdict.label, _CAUGHT_UP_ERROR)
         lines.append(
             f"  your job failed on every attempt (a failure of your job, not of exactly-once): "
-            f"{verdict.label} raised {error} ({_n(verdict.failures, 'execution')})"
+            f"{verdict.label} raised {error} ({_n(verdict.failures, 'failed execution')})"
         )
     return "\n".join(lines)
 
@@ -254,10 +258,12 @@ _FAILED_OUTCOMES = frozenset({"failed_retryable", "failed_terminal"})
 
 
 def job_errors(lines: Iterable[str]) -> dict[str, str]:
-    """Each run's last exception, `Type: message`, as the handler logged it (its `error` field).
+    """Each run's last exception of the team's job, `Type: message`, as the handler logged it.
 
-    Read from the handler's one structured line per request (`runledger.delivery.log`).
+    Read from the `error` field of the handler's one structured line per request
+    (`runledger.delivery.log`); the failures the demo injects are not the job's.
     """
+    injected = f"{DemoRetryableError.__name__}:"
     errors = {}
     for line in lines:
         try:
@@ -267,7 +273,12 @@ def job_errors(lines: Iterable[str]) -> dict[str, str]:
         if not isinstance(entry, dict) or entry.get("outcome") not in _FAILED_OUTCOMES:
             continue
         job, when, error = entry.get("job"), entry.get("schedule_time"), entry.get("error")
-        if isinstance(job, str) and isinstance(when, str) and isinstance(error, str):
+        if (
+            isinstance(job, str)
+            and isinstance(when, str)
+            and isinstance(error, str)
+            and not error.startswith(injected)
+        ):
             manual = entry.get("manual") is True
             errors[run_label(job, datetime.fromisoformat(when), manual)] = error
     return errors
@@ -302,7 +313,12 @@ def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: 
     if audited:
         missed = f"{_n(len(invariant.dropped), 'dropped run')} reported missed"
         released = f"{_n(len(invariant.exhausted), 'exhausted run')} reported released"
-        caught = m.dropped_runs + m.exhausted_runs - len(invariant.dropped + invariant.exhausted)
+        fates = {v.label: v.fate for v in invariant.verdicts}
+        caught = sum(
+            fates[r.plan.label] == FATE_RAN_ONCE
+            for r in results
+            if r.plan.fault in (Fault.DROPPED, Fault.EXHAUSTED)
+        )
         left = (
             f"{missed}, {released}" + (f", {caught} caught up" if caught else "") + " by the audit"
         )

@@ -44,12 +44,12 @@ from tests.localrun.demo_project import (
 FAILING_JOB = "ledger-close"
 
 
-def _team_demo(emulator: FirestoreEmulator, project: Path, runs: int):
+def _team_demo(emulator: FirestoreEmulator, project: Path, runs: int, catch_up: bool = False):
     """The demo of the team's project at DEMO_NOW, on an empty ledger: invariant, report, text."""
     config = load_stack(TEAM_STACK, project)
     emulator.clear(config.database.name, project=config.project)
     out = io.StringIO()
-    options = DemoOptions(runs=runs, project_dir=project)
+    options = DemoOptions(runs=runs, project_dir=project, catch_up=catch_up)
     invariant, report = run_demo(options, config, out, emulator, now=DEMO_NOW)
     return invariant, report, out.getvalue()
 
@@ -109,6 +109,23 @@ def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a
     assert 'overlap: no run is skipped (no job that can show it has "overlap: skip"' in text
     assert report["invariant"]["skipped"] == []
     assert not any("overlap" in note for note in report["settings"]["handler_notes"])
+
+
+@pytest.mark.firestore
+@pytest.mark.timeout(600)
+def test_a_catch_up_that_runs_the_failing_job_again_is_its_failure_too(
+    firestore_emulator, tmp_path: Path
+) -> None:
+    invariant, report, text = _team_demo(
+        firestore_emulator, team_project(tmp_path), runs=3, catch_up=True
+    )
+    assert invariant.holds, text
+    assert "VIOLATED" not in text + report["verdict"]
+    assert report["audit"]["accounts_for_every_run"], text
+    caught = {item["run"]: item["catch_up"] for item in report["audit"]["findings"]}
+    failed = [run for run in caught if run.startswith(f"{FAILING_JOB}@")]
+    assert failed and all(caught[run] != "completed" for run in failed), caught
+    assert set(failed) <= set(report["invariant"]["job_failed"]), report["invariant"]
 
 
 # The kept demo runs in its own process, pinned to DEMO_NOW, so that what it leaves running
