@@ -5,15 +5,19 @@ on loopback), then lets a misbehaving Cloud Scheduler simulator deliver a
 window of each job's scheduled runs in compressed time, and then delivers the
 handler's audit job, which accounts for every scheduled time (and with
 --catch-up finishes the runs Scheduler gave up on). One job runs with
-`overlap: skip` and one of its times is skipped while the run before it works;
+`overlap: skip` (with the team's jobs, only one whose stack says so) and one of its
+times is skipped while the run before it works;
 one past time is backfilled as `python -m runledger.ops backfill` records it, and
 the audit runs it (`scheduler_dedup.localrun.demo_overlap`). It prints a line per run,
 a table per job, the audit's findings and the invariant, ends on one verdict
-line, and exits 1 if the invariant does not hold, 2 on a usage error.
+line, and exits 1 if the invariant does not hold, 2 on a usage error (a jobs.py that
+cannot be imported among them, with the line `make plan` prints).
 
 The work is the stack's own jobs from handler/jobs.py when that module defines
 every job id of the stack, else (or with --demo-jobs) built-in demonstration
 work; either way the simulator injects the same delays and failures around it.
+A run the team's own job failed on every attempt is that job's failure, shown with
+the exception the handler logged, never an exactly-once violation.
 Everything it starts is stopped when it ends, also on Ctrl-C, unless --keep
 leaves the emulator and the handler running for `make ops` (`scheduler_dedup.localrun.demo_keep`).
 """
@@ -30,13 +34,13 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from runledger.facts import OUTCOME_OVERLAP_SKIPPED
+from runledger.facts import OUTCOME_OVERLAP_SKIPPED, OVERLAP_ALLOW, OVERLAP_SKIP
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
 from scheduler_dedup.localrun.demo_audit import (
     AuditOutcome,
@@ -49,7 +53,7 @@ from scheduler_dedup.localrun.demo_audit import (
     settled_by,
 )
 from scheduler_dedup.localrun.demo_clock import CLOCK_OFFSET_ENV, Clock, pinned_at, shifted_clock
-from scheduler_dedup.localrun.demo_invariant import Invariant, check_invariant
+from scheduler_dedup.localrun.demo_invariant import FATE_RAN_ONCE, Invariant, check_invariant
 from scheduler_dedup.localrun.demo_keep import (
     KeepError,
     KeptDemo,
@@ -59,7 +63,6 @@ from scheduler_dedup.localrun.demo_keep import (
     refuse_if_running,
 )
 from scheduler_dedup.localrun.demo_overlap import (
-    SKIP,
     Backfill,
     Gate,
     Overlap,
@@ -77,7 +80,14 @@ from scheduler_dedup.localrun.demo_pause import (
     pause_problems,
     paused_schedules,
 )
-from scheduler_dedup.localrun.demo_plan import WARMUP_JOB, Step, WorkPlan, read_events, write_plan
+from scheduler_dedup.localrun.demo_plan import (
+    JOB_RAISED,
+    WARMUP_JOB,
+    Step,
+    WorkPlan,
+    read_events,
+    write_plan,
+)
 from scheduler_dedup.localrun.demo_report import (
     WAITED_OUTCOMES,
     format_invariant,
@@ -86,6 +96,7 @@ from scheduler_dedup.localrun.demo_report import (
     format_misbehaviour,
     format_table,
     format_verdict,
+    job_errors,
     job_stats,
     json_report,
     misbehaviour,
@@ -95,6 +106,7 @@ from scheduler_dedup.localrun.demo_stack import (
     DemoFiles,
     HandlerEnv,
     StackError,
+    handler_dir,
     handler_env,
     load_stack,
     own_jobs,
@@ -232,8 +244,13 @@ def _describe(d: Delivery) -> str:
     return f"{shown}(ack lost)" if d.seen is Seen.LOST_ACK else shown
 
 
-def progress_line(index: int, total: int, result: RunResult, successes: int) -> str:
-    """One run, as the Scheduler saw it: each attempt's answer, burst copies in brackets."""
+def progress_line(
+    index: int, total: int, result: RunResult, successes: int, job_raised: bool = False
+) -> str:
+    """One run, as the Scheduler saw it: each attempt's answer, burst copies in brackets.
+
+    `job_raised`: the run's last execution ended with the team's job raising.
+    """
     plan = result.plan
     parts = []
     for attempt in range(result.retries + 1):
@@ -255,6 +272,8 @@ def progress_line(index: int, total: int, result: RunResult, successes: int) -> 
         end = "acknowledged, skipped (overlap: skip): deliberately not run"
     elif result.acknowledged:
         end = "acknowledged"
+    elif job_raised and not successes:
+        end = "your job raised on every attempt" + (", retries exhausted" * result.exhausted)
     elif not result.exhausted:
         end = "interrupted"
     else:
@@ -263,6 +282,22 @@ def progress_line(index: int, total: int, result: RunResult, successes: int) -> 
     return (
         f"  [{index:>3}/{total}] {plan.job:<16} {when}Z {kind:<9} "
         f"{' -> '.join(parts)}  => {end}; work succeeded {successes}x"
+    )
+
+
+def _overlap_line(overlap: Overlap | None, policies: Mapping[str, str]) -> str:
+    """Which job shows an overlap skip, and whose policy that is: never set behind a team's back."""
+    if overlap is None:
+        return (
+            'overlap: no run is skipped (no job that can show it has "overlap: skip" in the '
+            "stack, and the demo changes no overlap policy of your jobs)"
+        )
+    shown = f"{overlap.skipped.label} is delivered while {overlap.holder.label} still works"
+    if policies[overlap.job] == OVERLAP_SKIP:
+        return f'overlap: {overlap.job} has "overlap: skip" in the stack; {shown}'
+    return (
+        f'overlap: {overlap.job} runs with "overlap: skip" for the built-in demonstration work '
+        f"(the stack says {policies[overlap.job]}); {shown}"
     )
 
 
@@ -340,6 +375,7 @@ def _print_setup(
     notes: Sequence[str],
     runs: int,
     work: str,
+    overlap: str | None,
 ) -> None:
     """What will be replayed, how time is compressed, and (--verbose) every setting changed."""
     say(
@@ -358,6 +394,8 @@ def _print_setup(
             f" -> {job.attempt_deadline_s:.2f}s, {job.retry.retry_count} retries"
         )
     say(f"work: {work}")
+    if overlap is not None:
+        say(overlap)
     if not options.verbose:
         say(
             f"{len(notes)} handler settings differ from the deployed ones (time compressed); "
@@ -370,7 +408,11 @@ def _print_setup(
 
 
 def _print_report(
-    say: _Printer, results: Sequence[RunResult], invariant: Invariant, audit: str | None
+    say: _Printer,
+    results: Sequence[RunResult],
+    invariant: Invariant,
+    audit: str | None,
+    errors: Mapping[str, str],
 ) -> None:
     say()
     say(format_table(job_stats(results, invariant)))
@@ -379,7 +421,7 @@ def _print_report(
     say(format_misbehaviour(misbehaviour(results, invariant)))
     if audit is not None:
         say(audit)
-    say(format_invariant(invariant, audited=audit is not None))
+    say(format_invariant(invariant, audited=audit is not None, errors=errors))
 
 
 def _run_audit(
@@ -434,7 +476,9 @@ def _run_audit(
     say(f"delivering the audit job{' (catch-up on)' if catch_up else ''} ...")
     answer = deliver_audit(transport, jobs[0], clock(), env.env)
     _settle(files.events, SETTLE_S)
-    outcome = audit_outcome(answer, log_path, expected, catch_up)
+    # After the audit: a catch-up that ran the team's job again may have failed it too.
+    job_failed = check_invariant([*results, *late_results], read_events(files.events)).job_failed
+    outcome = audit_outcome(answer, log_path, expected, catch_up, job_failed)
     extra: list[str] = []
     if overlap is not None:
         seen = check_invariant([*results, *late_results], read_events(files.events))
@@ -455,9 +499,9 @@ def _keep(
     handler: Any,
     workdir: Path,
     env: dict[str, str],
-    job: SimJob,
+    jobs: Sequence[SimJob],
     results: Sequence[RunResult],
-    now: datetime,
+    invariant: Invariant,
 ) -> str:
     """Record the emulator and the handler as left running; returns how to use and stop them."""
     from scheduler_dedup.localrun import demo_keep
@@ -471,13 +515,16 @@ def _keep(
         handler.url,
     )
     demo_keep.save(state, {**emulator.env(), **env})
-    # A run the demo delivered: sent again by hand, it is answered without running twice.
-    latest = max(
-        (r.plan.schedule_time for r in results if r.plan.job == job.id and not r.plan.manual),
-        default=now.replace(second=0, microsecond=0),
-    )
-    stamp = latest.strftime("%Y-%m-%dT%H:%M:%SZ")
-    curl = curl_command(handler.url, job.id, stamp, job.headers, job.body)
+    # A run whose work succeeded once: sent again by hand, it is answered without running
+    # twice. (The run the demo dropped, or one that failed, would run for the first time.)
+    ran_once = {v.label for v in invariant.verdicts if v.fate == FATE_RAN_ONCE}
+    done = [r.plan for r in results if r.plan.label in ran_once and not r.plan.manual]
+    curl = None
+    if done:
+        latest = max(done, key=lambda plan: plan.schedule_time)
+        job = next(j for j in jobs if j.id == latest.job)
+        stamp = latest.schedule_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+        curl = curl_command(handler.url, job.id, stamp, job.headers, job.body)
     return kept_message({**emulator.env(), **env}, curl)
 
 
@@ -497,6 +544,14 @@ def run_demo(
     from scheduler_dedup.localrun.emulator import start_emulator
     from scheduler_dedup.localrun.handler_server import start_handler
 
+    project_dir = options.project_dir or REPO_ROOT
+    if options.demo_jobs or options.without_dedup:
+        own = None
+        work = "the built-in demonstration jobs" + (" (--demo-jobs)" if options.demo_jobs else "")
+    else:
+        found = own_jobs(config, project_dir)
+        own, work = found.module, found.reason
+    served = handler_dir(config, project_dir)
     say = _Printer(out)
     offset = pinned_at(now)
     clock = shifted_clock(offset)
@@ -509,11 +564,15 @@ def run_demo(
     held = [plan for plan in plans if pause is not None and pause.covers(plan)]
     plans = [plan for plan in plans if pause is None or not pause.covers(plan)]
     # One job skips a time while its run before works; one past time is backfilled.
+    # The stack's overlap policies stand; only the built-in work may get a skip set.
+    policies = {job.id: job.overlap for job in config.jobs}
+    allowed = [job for job, policy in policies.items() if own is None or policy == OVERLAP_SKIP]
     overlap = backfill = None
     if not options.without_dedup:
         paused_job = None if pause is None else pause.job
-        overlap = choose_overlap(plans, jobs, now, options.runs, paused_job)
+        overlap = choose_overlap(plans, jobs, now, options.runs, paused_job, allowed)
         backfill = choose_backfill(plans, jobs, now, options.runs, paused_job)
+    overlap_line = None if options.without_dedup else _overlap_line(overlap, policies)
     if overlap is not None:
         plans = with_overlap(plans, overlap, next(j for j in jobs if j.id == overlap.job))
     workdir = Path(tempfile.mkdtemp(prefix="dedup-demo-"))
@@ -529,12 +588,6 @@ def run_demo(
         WorkPlan(tuple(j.id for j in jobs), {p.label: p.script for p in plans}, Step(0.05)),
     )
     audit_since = replayed_since(jobs, now, options.runs)
-    if options.demo_jobs or options.without_dedup:
-        own = None
-        work = "the built-in demonstration jobs" + (" (--demo-jobs)" if options.demo_jobs else "")
-    else:
-        found = own_jobs(config)
-        own, work = found.module, found.reason
     env = handler_env(
         config,
         speedup,
@@ -544,9 +597,9 @@ def run_demo(
         audit_since=audit_since,
         catch_up=options.catch_up,
         own_module=own,
-        overlaps=None if overlap is None else {overlap.job: SKIP},
+        overlaps=None if overlap is None else {overlap.job: OVERLAP_SKIP},
     )
-    if overlap is not None:
+    if overlap is not None and policies[overlap.job] != OVERLAP_SKIP:
         env = replace(
             env,
             notes=(
@@ -572,7 +625,7 @@ def run_demo(
     # The stack "was deployed" before the oldest run the demo replays.
     deployed = min([plan.schedule_time for plan in plans if not plan.manual] + [audit_since])
 
-    _print_setup(say, options, jobs, speedup, env.notes, len(plans), work)
+    _print_setup(say, options, jobs, speedup, env.notes, len(plans), work, overlap_line)
 
     # A pinned demo serves the deployed entry point on the same shifted clock.
     clock_env = {CLOCK_OFFSET_ENV: repr(offset.total_seconds())} if offset else {}
@@ -580,7 +633,7 @@ def run_demo(
     if offset:
         clocked = {
             "source": Path(__file__).with_name("clocked_handler.py"),
-            "extra_pythonpath": (REPO_ROOT / "handler", REPO_ROOT),
+            "extra_pythonpath": (served, REPO_ROOT),
         }
     started_emulator = None
     handler = None
@@ -600,7 +653,10 @@ def run_demo(
                 emulator = started_emulator = start_emulator(project=config.project)
             record_deploy_epochs(emulator, env.env, deployed)
             say("starting the handler (functions-framework) ...")
-            handler = start_handler({**emulator.env(), **env.env, **clock_env}, **clocked)
+            handler = start_handler(
+                {**emulator.env(), **env.env, **clock_env},
+                **({"source": served / "main.py"} | clocked),
+            )
         transport = HttpTransport(handler.url)
         _warm_up(transport, jobs[0], now, handler.log_path)
         say(f"handler on {handler.url}; delivering {len(plans)} runs:")
@@ -613,15 +669,17 @@ def run_demo(
             with done_lock:
                 done += 1
                 index = done
-            successes = sum(
-                e.label == result.plan.label and e.outcome == "succeeded"
-                for e in read_events(events_path)
-            )
-            say(progress_line(index, total, result, successes))
+            ends = [
+                e for e in read_events(events_path) if e.label == result.plan.label and e.outcome
+            ]
+            successes = sum(e.outcome == "succeeded" for e in ends)
+            raised = bool(ends) and ends[-1].outcome == JOB_RAISED
+            say(progress_line(index, total, result, successes, raised))
 
+        serial = [job for job, policy in policies.items() if policy != OVERLAP_ALLOW]
         gate = None
-        if overlap is not None and files.overlap_answered is not None:
-            gate = Gate(overlap, plans, events_path, files.overlap_answered)
+        if overlap is not None or serial:
+            gate = Gate(overlap, plans, events_path, files.overlap_answered, serial)
 
         def drive(batch: Sequence[RunPlan]) -> list[RunResult]:
             nonlocal total
@@ -670,14 +728,17 @@ def run_demo(
             shutil.rmtree(workdir, ignore_errors=True)
     if kept and handler is not None and started_emulator is not None:
         # Saved before anything else can fail, so `make demo-stop` always finds them.
-        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs[0], results, now)
-    job_logs = format_job_logs(handler.log().splitlines()) if own and handler else None
+        keep_message = _keep(started_emulator, handler, workdir, env.env, jobs, results, invariant)
+    handler_lines = handler.log().splitlines() if handler is not None else []
+    job_logs = format_job_logs(handler_lines) if own else None
+    errors = job_errors(handler_lines)
     if handler is not None and invariant.holds and not kept:
         handler.log_path.unlink(missing_ok=True)
     elif handler is not None:
         say(f"handler log{' kept' if not kept else ''}: {handler.log_path}")
 
-    _print_report(say, results, invariant, None if audit is None else format_audit(audit, env.env))
+    audited = None if audit is None else format_audit(audit, env.env, invariant.job_failed)
+    _print_report(say, results, invariant, audited, errors)
     if job_logs is not None:
         say(job_logs)
     if kept:
@@ -693,7 +754,7 @@ def run_demo(
         "speedup": speedup,
         "handler_notes": list(env.notes),
     }
-    report = json_report(settings, results, invariant)
+    report = json_report(settings, results, invariant, errors)
     if audit is not None:
         report["audit"] = audit.to_json()
     # Printed last, by `main`, after any other line.
@@ -724,7 +785,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     previous = signal.signal(signal.SIGTERM, on_term)  # a `kill` cleans up like Ctrl-C
     try:
         invariant, report = run_demo(options, config, out)
-    except EmulatorMissing as exc:
+    except (EmulatorMissing, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (DemoError, RuntimeError) as exc:

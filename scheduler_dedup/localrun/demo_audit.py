@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -197,10 +197,23 @@ def expected_findings(before: Invariant) -> dict[str, Finding]:
     return expected
 
 
+# How the audit may report a run the team's own job failed: released (it raised), or
+# failed (TerminalJobError), once; or not at all when the run is no scheduled time in its look-back.
+_JOB_FAILED_FINDINGS = frozenset({Finding.RELEASED, Finding.FAILED})
+
+
 def check_findings(
-    expected: Mapping[str, Finding], findings: Sequence[LoggedFinding], catch_up: bool
+    expected: Mapping[str, Finding],
+    findings: Sequence[LoggedFinding],
+    catch_up: bool,
+    job_failed: Collection[str] = (),
 ) -> list[str]:
-    """Every run without a success reported once, as the right kind; with catch-up, run."""
+    """Every run without a success reported once, as the right kind; with catch-up, run.
+
+    `job_failed`: the runs the team's job failed (`Invariant.job_failed`), whose
+    report the audit's look-back decides; reported, they must be released or failed,
+    and a catch-up that ran the job again may have failed too.
+    """
     problems = []
     reported = {item.label: item for item in findings}
     for label, kind in expected.items():
@@ -209,10 +222,12 @@ def check_findings(
             problems.append(f"{label}: {kind.value} but the audit did not report it")
         elif item.finding is not kind:
             problems.append(f"{label}: reported {item.finding.value}, expected {kind.value}")
-        elif catch_up and item.catch_up != "completed":
+        elif catch_up and item.catch_up != "completed" and label not in job_failed:
             problems.append(f"{label}: catch-up answered {item.catch_up or 'nothing'}")
     for item in findings:
-        if item.label not in expected:
+        if item.label in job_failed and item.finding not in _JOB_FAILED_FINDINGS:
+            problems.append(f"{item.label}: reported {item.finding.value}, but your job failed it")
+        elif item.label not in expected and item.label not in job_failed:
             problems.append(f"{item.label}: reported {item.finding.value}, but it succeeded")
     if len(reported) != len(findings):
         problems.append("the audit reported a run twice")
@@ -224,19 +239,23 @@ def audit_outcome(
     log_path: Path,
     expected: Mapping[str, Finding],
     catch_up: bool,
+    job_failed: Collection[str] = (),
 ) -> AuditOutcome:
     status, outcome = answer
     findings, summary = read_log(log_path.read_text(errors="replace").splitlines())
-    problems = check_findings(expected, findings, catch_up)
+    problems = check_findings(expected, findings, catch_up, job_failed)
     if status != 200 or summary is None:
         problems.insert(0, f"the audit delivery got {status or 'no answer'} ({outcome})")
     return AuditOutcome(status, outcome, tuple(findings), summary, tuple(problems))
 
 
 _WHY = {Finding.MISSED: "never delivered", Finding.RELEASED: "retries exhausted"}
+_WHY_JOB_FAILED = "your job failed on every attempt"
 
 
-def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
+def format_audit(
+    audit: AuditOutcome, env: Mapping[str, str], job_failed: Collection[str] = ()
+) -> str:
     lookback_h = int(env[LOOKBACK_VARIABLE]) / 3600
     lines = [
         f"audit: {audit_job_id(env)} delivered as the stack's audit job would -> "
@@ -269,7 +288,7 @@ def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
                 f"time(s) run once through the claim ({outcomes})"
             )
     for item in audit.findings:
-        why = _WHY.get(item.finding, "")
+        why = _WHY_JOB_FAILED if item.label in job_failed else _WHY.get(item.finding, "")
         caught = f"  catch-up: {item.catch_up}" if item.catch_up else ""
         lines.append(f"  {item.finding.value:<9} {item.label:<36} {why}{caught}")
     if audit.problems:
@@ -280,6 +299,7 @@ def format_audit(audit: AuditOutcome, env: Mapping[str, str]) -> str:
     else:
         lines.append(
             "audit ACCOUNTS for every run: each run without a success was reported, "
-            "and nothing else"
+            + ("those your job failed as far as its look-back reaches, " if job_failed else "")
+            + "and nothing else"
         )
     return "\n".join(lines)

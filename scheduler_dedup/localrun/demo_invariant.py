@@ -4,9 +4,12 @@ Every run the Scheduler delivered must end with exactly one successful
 execution of its work; executions of one run never overlap; failed
 executions before the success are fine (that is what retries are for). The
 only runs allowed to end without a success are those whose retries were
-exhausted, those the Scheduler never delivered, and those deliberately not
+exhausted, those the Scheduler never delivered, those deliberately not
 run: skipped by their job's overlap policy (answered `overlap_skipped` and never
-executed, `scheduler_dedup.localrun.demo_overlap`); they are listed, not hidden. A run executed
+executed, `scheduler_dedup.localrun.demo_overlap`), and those the team's own job
+failed: its function raised on the last execution and the run ended unacknowledged
+(a failure of the job, reported by the audit, not of exactly-once); they are listed,
+not hidden. A run executed
 more than once is a violation however it was started, by the Scheduler, by the
 audit's catch-up or by a backfill; a backfilled time must succeed exactly once.
 """
@@ -19,18 +22,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from runledger.facts import OUTCOME_OVERLAP_SKIPPED
-from scheduler_dedup.localrun.demo_plan import ExecutionEvent
+from scheduler_dedup.localrun.demo_plan import JOB_RAISED, ExecutionEvent
 from scheduler_dedup.localrun.simulator import Fault, RunResult
 
 # Each run's fate in the report: its work succeeded once; or it is reported by the
 # audit (never delivered, retries exhausted); or deliberately not run (overlap
-# skip); or it breaks the invariant.
+# skip); or the team's job raised on every attempt that ran it; or it breaks the invariant.
 FATE_RAN_ONCE = "ran_once"
 FATE_DROPPED = "dropped"
 FATE_EXHAUSTED = "exhausted"
 FATE_SKIPPED = "skipped"
+FATE_JOB_FAILED = "job_failed"
 FATE_VIOLATED = "violated"
-FATES = (FATE_RAN_ONCE, FATE_DROPPED, FATE_EXHAUSTED, FATE_SKIPPED, FATE_VIOLATED)
+FATES = (
+    FATE_RAN_ONCE,
+    FATE_DROPPED,
+    FATE_EXHAUSTED,
+    FATE_SKIPPED,
+    FATE_JOB_FAILED,
+    FATE_VIOLATED,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class RunVerdict:
     exhausted: bool  # no success because the Scheduler ran out of retries
     dropped: bool = False  # no success because the Scheduler never delivered it
     skipped: bool = False  # deliberately not run: its job's overlap policy skipped it
+    job_failed: bool = False  # no success because the team's job raised each time it ran
 
     @property
     def executions(self) -> int:
@@ -56,6 +68,8 @@ class RunVerdict:
             return FATE_VIOLATED
         if self.dropped:
             return FATE_DROPPED
+        if self.job_failed:
+            return FATE_JOB_FAILED
         if self.exhausted:
             return FATE_EXHAUSTED
         if self.skipped:
@@ -90,6 +104,11 @@ class Invariant:
     @property
     def skipped(self) -> list[str]:
         return [v.label for v in self.verdicts if v.skipped]
+
+    @property
+    def job_failed(self) -> list[str]:
+        """Runs (backfilled ones too) the team's job failed: its failures, not the demo's."""
+        return [v.label for v in self.verdicts + self.backfills if v.job_failed]
 
     @property
     def holds(self) -> bool:
@@ -128,13 +147,15 @@ def check_invariant(
         successes = sum(1 for e in ends if e.outcome == "succeeded")
         failures = len(ends) - successes
         problem = _overlaps(run_events)
-        exhausted = dropped = skipped = False
+        exhausted = dropped = skipped = job_failed = False
         if successes > 1:
             problem = f"work succeeded {successes} times (must be exactly once)"
         elif successes == 0 and plan.fault is Fault.DROPPED:
             dropped = True
         elif not run_events and result.acknowledged and _skip_answered(result):
             skipped = True
+        elif successes == 0 and _job_raised_last(ends) and not result.acknowledged:
+            job_failed = True
         elif successes == 0 and result.exhausted:
             exhausted = True
         elif successes == 0:
@@ -151,6 +172,7 @@ def check_invariant(
                 exhausted,
                 dropped,
                 skipped,
+                job_failed,
             )
         )
     backfills = []
@@ -159,14 +181,30 @@ def check_invariant(
         ends = [e for e in run_events if e.event == "end"]
         successes = sum(1 for e in ends if e.outcome == "succeeded")
         problem = _overlaps(run_events) if run_events else None
-        if successes != 1:
+        job_failed = successes == 0 and _job_raised_last(ends)
+        if successes != 1 and not job_failed:
             problem = f"backfilled, but its work succeeded {successes} times (must be exactly once)"
         backfills.append(
-            RunVerdict(label, job, False, successes, len(ends) - successes, problem, False)
+            RunVerdict(
+                label,
+                job,
+                False,
+                successes,
+                len(ends) - successes,
+                problem,
+                False,
+                job_failed=job_failed,
+            )
         )
     delivered = {result.plan.label for result in results} | {label for label, _ in backfilled}
     strays = tuple(sorted(label for label in by_run if label not in delivered))
     return Invariant(tuple(verdicts), strays, backfills=tuple(backfills))
+
+
+def _job_raised_last(ends: Sequence[ExecutionEvent]) -> bool:
+    """Whether the run's last execution ended with the team's job raising (`demo_jobs`)."""
+    last = max(ends, key=lambda e: e.at, default=None)
+    return last is not None and last.outcome == JOB_RAISED
 
 
 def _skip_answered(result: RunResult) -> bool:

@@ -20,16 +20,18 @@ import os
 import time
 from pathlib import Path
 
-from runledger import Jobs, RunContext, TerminalJobError
+from runledger import Jobs, RunContext
 from runledger.exceptions import LeaseLost
 from runledger.sdk.registry import JobFn, load_jobs
 from scheduler_dedup.localrun.demo_plan import (
     EVENTS_ENV,
+    JOB_RAISED,
     OUTAGE_OVER_ENV,
     OVERLAP_ANSWERED_ENV,
     OWN_JOBS_ENV,
     PLAN_ENV,
     WARMUP_JOB,
+    DemoRetryableError,
     ExecutionEvent,
     WorkPlan,
     append_event,
@@ -43,10 +45,6 @@ from scheduler_dedup.localrun.demo_plan import (
 _LEASE_CHECK_S = 0.1
 # A holding step looks this often whether the run it waits for was answered.
 _HOLD_CHECK_S = 0.02
-
-
-class DemoRetryableError(RuntimeError):
-    """A failure a retry can fix (a flaky downstream): the handler releases the run."""
 
 
 def _paths() -> tuple[Path, Path, Path]:
@@ -98,11 +96,8 @@ def _work(
     if own is not None:
         try:
             own(ctx)
-        except TerminalJobError:
-            log("end", "failed_terminal")
-            raise
-        except Exception:
-            log("end", "failed_retryable")
+        except Exception:  # the handler answers it (422 terminal, else 500) and logs the error
+            log("end", JOB_RAISED)
             raise
     log("end", "succeeded")
 

@@ -126,8 +126,11 @@ def curl_command(
     return " ".join(shlex.quote(part) for part in parts)
 
 
-def kept_message(env: Mapping[str, str], curl: str) -> str:
-    """What a kept demo prints: the exports, the commands that work now, how to stop."""
+def kept_message(env: Mapping[str, str], curl: str | None) -> str:
+    """What a kept demo prints: the exports, the commands that work now, how to stop.
+
+    `curl` delivers a run that completed again; None when no run completed.
+    """
     lines = ["kept running: the Firestore emulator and the handler. In a shell:"]
     lines += [f"  export {name}={shlex.quote(value)}" for name, value in exports(env).items()]
     lines += [
@@ -135,11 +138,16 @@ def kept_message(env: Mapping[str, str], curl: str) -> str:
         "then:",
         '  make ops ARGS="list"          the runs the demo left in the ledger',
         '  make ops ARGS="audit"         the audit over the same ledger',
-        f"  {curl}",
-        "                                a run delivered again: 200, nothing runs twice "
-        f"(leave out {SCHEDULE_HEADER} for a forced run)",
-        f"stop both with: {STOP_COMMAND}",
     ]
+    if curl is None:
+        lines.append("  (no run completed, so there is no delivered run to send again)")
+    else:
+        lines += [
+            f"  {curl}",
+            "                                a run that completed, delivered again: 200, "
+            f"nothing runs twice (leave out {SCHEDULE_HEADER} for a forced run)",
+        ]
+    lines.append(f"stop both with: {STOP_COMMAND}")
     return "\n".join(lines)
 
 

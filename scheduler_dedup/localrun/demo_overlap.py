@@ -1,7 +1,10 @@
 """The demo's overlapping run and its backfill: `overlap: skip` and `ops backfill`, once each.
 
 Overlap: one job runs with `overlap: skip` (its DEDUP_SCHEDULES entry written by
-the one builder, as the stack writes it for a job whose config says so). One of
+the one builder, as the stack writes it for a job whose config says so): with the
+team's own jobs, only a job whose stack says so, for the demo never changes a
+job's policy behind the team's back; with the built-in demonstration work, any
+job, and the demo says which (`choose_overlap`). One of
 its runs, the holder, is still working when Cloud Scheduler delivers the job's
 next scheduled time, as a run that outlasts its job's interval would be. The
 simulator sends that next time once the execution log shows the holder started,
@@ -10,9 +13,10 @@ HOLD_SHARE of its attempt deadline, so Scheduler never times it out). The
 handler must answer it `overlap_skipped`, record it `skipped` and never run it:
 the invariant counts it deliberately not run, and the audit, which judges it,
 must not report it and must count it in its summary's `skipped`. The job's other
-runs are released one after another, each once the one before has ended: in
-compressed time consecutive runs would overlap where the deployed schedule keeps
-them an interval apart, and each would be skipped too.
+runs, and those of every job the stack gives a policy other than allow, are released
+one after another, each once the one before has ended (`Gate`): in compressed time
+consecutive runs would overlap where the deployed schedule keeps them an interval
+apart, and each would be skipped (or delayed) too.
 
 Backfill: before delivering the audit, the demo does what an operator's
 `python -m runledger.ops backfill --job J --from T --to T+1s` does, through the
@@ -28,7 +32,7 @@ import io
 import itertools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -48,7 +52,6 @@ from scheduler_dedup.localrun.simulator import (
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.emulator import FirestoreEmulator
 
-SKIP = "skip"
 # The holder works at most this share of its (compressed) attempt deadline.
 HOLD_SHARE = 0.8
 # How long a gated run waits for the run before it (a generous bound on a loaded machine).
@@ -67,10 +70,18 @@ class Overlap:
 
 
 def choose_overlap(
-    plans: Sequence[RunPlan], jobs: Sequence[SimJob], now: datetime, runs: int, paused: str | None
+    plans: Sequence[RunPlan],
+    jobs: Sequence[SimJob],
+    now: datetime,
+    runs: int,
+    paused: str | None,
+    allowed: Collection[str],
 ) -> Overlap | None:
-    """Two consecutive scheduled runs of one job, the second judged by the audit.
+    """Two consecutive scheduled runs of one job among `allowed`, the second judged by the audit.
 
+    `allowed`: the jobs that may run with `overlap: skip`, which the demo never sets
+    behind the team's back: with the team's jobs, those whose stack says skip;
+    with the built-in demonstration work, any (and the demo says which).
     Neither may carry a fault that depends on its work (a timeout, a failure) or
     leaves it without a delivery or success (dropped, exhausted).
     The second lies inside the audit's window (as a dropped run does), so the audit
@@ -79,7 +90,7 @@ def choose_overlap(
     """
     audited_from = replayed_since(jobs, now, runs) + AUDIT_MARGIN
     for job in sorted(jobs, key=lambda j: -j.attempt_deadline_s):
-        if job.id == paused:
+        if job.id == paused or job.id not in allowed:
             continue
         mine = [plan for plan in plans if plan.job == job.id and not plan.manual]
         for holder, skipped in itertools.pairwise(mine):
@@ -99,26 +110,38 @@ def with_overlap(plans: Sequence[RunPlan], overlap: Overlap, job: SimJob) -> lis
 
 
 class Gate:
-    """When each run of the overlap's job may be sent: after the one before it has ended.
+    """When each run of a serial job may be sent: after the one before it has ended.
 
-    The skipped run waits instead for the holder's execution to start; the run
-    after it, for both. Once the skipped run was answered, `answered` is created
-    and the holder's work ends.
+    Serial are the jobs whose stack gives them an overlap policy other than allow
+    (`serial`) and the overlap's job: in compressed time their consecutive runs
+    would overlap where the deployed schedule keeps them an interval apart. The
+    overlap's skipped run waits instead for the holder's execution to start; the
+    run after it, for both. Once the skipped run was answered, `answered` is
+    created and the holder's work ends.
     """
 
-    def __init__(self, overlap: Overlap, plans: Sequence[RunPlan], events: Path, answered: Path):
+    def __init__(
+        self,
+        overlap: Overlap | None,
+        plans: Sequence[RunPlan],
+        events: Path,
+        answered: Path | None,
+        serial: Collection[str] = (),
+    ):
         self._overlap = overlap
-        self._order = [plan.label for plan in plans if plan.job == overlap.job]
-        self._done = {label: threading.Event() for label in self._order}
+        jobs = {*serial, *(() if overlap is None else (overlap.job,))}
+        self._order = {job: [plan.label for plan in plans if plan.job == job] for job in jobs}
+        self._done = {label: threading.Event() for order in self._order.values() for label in order}
         self._events = events
         self._answered = answered
 
     def before(self, plan: RunPlan, stop: threading.Event) -> None:
         if plan.label not in self._done:
             return
-        earlier = self._order[: self._order.index(plan.label)]
+        order = self._order[plan.job]
+        earlier = order[: order.index(plan.label)]
         deadline = time.monotonic() + GATE_TIMEOUT_S
-        if plan.label == self._overlap.skipped.label:
+        if self._overlap is not None and plan.label == self._overlap.skipped.label:
             holder = self._overlap.holder.label
             earlier = [label for label in earlier if label != holder]
             while time.monotonic() < deadline and not stop.is_set():
@@ -129,7 +152,8 @@ class Gate:
             self._done[label].wait(max(deadline - time.monotonic(), 0.0))
 
     def after(self, plan: RunPlan) -> None:
-        if plan.label == self._overlap.skipped.label:
+        overlap = self._overlap
+        if overlap is not None and self._answered and plan.label == overlap.skipped.label:
             self._answered.touch()
         if plan.label in self._done:
             self._done[plan.label].set()

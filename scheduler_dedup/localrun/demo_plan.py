@@ -26,9 +26,20 @@ OUTAGE_OVER_ENV = "DEMO_OUTAGE_OVER_PATH"
 OVERLAP_ANSWERED_ENV = "DEMO_OVERLAP_ANSWERED_PATH"
 # The team's jobs module whose functions the demo work calls (unset: demonstration work only).
 OWN_JOBS_ENV = "DEMO_OWN_JOBS_MODULE"
+# An execution's end when the team's own job function raised (terminally or not), apart
+# from the failures the simulator injects before calling it (failed_retryable).
+JOB_RAISED = "job_raised"
 # A job outside the stack whose single no-op delivery opens the handler's Firestore
 # connection (its cold start) before the timed runs begin; it is never logged.
 WARMUP_JOB = "localrun-demo-warmup"
+
+
+class DemoRetryableError(RuntimeError):
+    """The failure the demo injects (a flaky downstream): the handler releases the run.
+
+    Raised by the demo jobs before the team's function is called; the report tells
+    it apart from the team's own exceptions by its name in the handler's log.
+    """
 
 
 def run_label(job: str, schedule_time: datetime, manual: bool) -> str:
@@ -99,7 +110,7 @@ class ExecutionEvent:
     label: str
     attempt_id: str
     event: str  # "start" or "end"
-    outcome: str | None  # on "end": succeeded, failed_retryable or lease_lost
+    outcome: str | None  # on "end": succeeded, failed_retryable, JOB_RAISED or lease_lost
     at: float  # time.time() in the handler process
 
     def to_line(self) -> bytes:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
-from scheduler_dedup.localrun.demo_invariant import Invariant
+from scheduler_dedup.localrun.demo_invariant import FATE_RAN_ONCE, Invariant
+from scheduler_dedup.localrun.demo_plan import WARMUP_JOB, DemoRetryableError, run_label
 from scheduler_dedup.localrun.simulator import Fault, RunResult, Seen
 
 
@@ -196,11 +198,19 @@ def format_misbehaviour(m: Misbehaviour) -> str:
     )
 
 
-def format_invariant(invariant: Invariant, audited: bool = True) -> str:
+# A catch-up's exception reaches the run's ledger record, but no request line of the log.
+_CAUGHT_UP_ERROR = "in the audit's catch-up (the run's ledger record has it)"
+
+
+def format_invariant(
+    invariant: Invariant, audited: bool = True, errors: Mapping[str, str] | None = None
+) -> str:
     """The invariant's verdict and the runs left without a success.
 
     Those runs count as reported only where an audit ran: without the ledger
-    (--without-dedup) nothing reports them.
+    (--without-dedup) nothing reports them. A run the team's job failed is the
+    job's failure, shown with the exception the handler logged for it (`errors`,
+    from `job_errors`), never a violation.
     """
     runs = len(invariant.verdicts)
     lines = []
@@ -234,7 +244,44 @@ def format_invariant(invariant: Invariant, audited: bool = True) -> str:
             f"  backfilled: {verdict.label} was never delivered; the audit's backfill pass ran "
             f"it, work succeeded {verdict.successes}x"
         )
+    for verdict in (v for v in invariant.verdicts + invariant.backfills if v.job_failed):
+        error = (errors or {}).get(verdict.label, _CAUGHT_UP_ERROR)
+        lines.append(
+            f"  your job failed on every attempt (a failure of your job, not of exactly-once): "
+            f"{verdict.label} raised {error} ({_n(verdict.failures, 'failed execution')})"
+        )
     return "\n".join(lines)
+
+
+# The handler's answers for an execution that raised: its log line carries the exception.
+_FAILED_OUTCOMES = frozenset({"failed_retryable", "failed_terminal"})
+
+
+def job_errors(lines: Iterable[str]) -> dict[str, str]:
+    """Each run's last exception of the team's job, `Type: message`, as the handler logged it.
+
+    Read from the `error` field of the handler's one structured line per request
+    (`runledger.delivery.log`); the failures the demo injects are not the job's.
+    """
+    injected = f"{DemoRetryableError.__name__}:"
+    errors = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("outcome") not in _FAILED_OUTCOMES:
+            continue
+        job, when, error = entry.get("job"), entry.get("schedule_time"), entry.get("error")
+        if (
+            isinstance(job, str)
+            and isinstance(when, str)
+            and isinstance(error, str)
+            and not error.startswith(injected)
+        ):
+            manual = entry.get("manual") is True
+            errors[run_label(job, datetime.fromisoformat(when), manual)] = error
+    return errors
 
 
 def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: bool) -> str:
@@ -250,6 +297,14 @@ def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: 
             f"verdict: exactly-once VIOLATED in {len(invariant.violations)} case(s) listed above "
             f"(jobs {jobs}); python -m scheduler_dedup.localrun.demo exits 1, make demo 2"
         )
+    failed = invariant.job_failed
+    yours = (
+        f"; your job failed on every attempt in {_n(len(failed), 'run')} "
+        f"({', '.join(dict.fromkeys(label.split('@')[0] for label in failed))}), "
+        "shown above with its exception: a failure of your job, not of exactly-once"
+        if failed
+        else ""
+    )
     once = sum(v.successes == 1 for v in invariant.verdicts)
     absorbed = (
         f"{_n(m.timeouts, 'timeout')}, {_n(m.lost_acks, 'lost ack')}, "
@@ -258,7 +313,12 @@ def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: 
     if audited:
         missed = f"{_n(len(invariant.dropped), 'dropped run')} reported missed"
         released = f"{_n(len(invariant.exhausted), 'exhausted run')} reported released"
-        caught = m.dropped_runs + m.exhausted_runs - len(invariant.dropped + invariant.exhausted)
+        fates = {v.label: v.fate for v in invariant.verdicts}
+        caught = sum(
+            fates[r.plan.label] == FATE_RAN_ONCE
+            for r in results
+            if r.plan.fault in (Fault.DROPPED, Fault.EXHAUSTED)
+        )
         left = (
             f"{missed}, {released}" + (f", {caught} caught up" if caught else "") + " by the audit"
         )
@@ -273,7 +333,7 @@ def format_verdict(results: Sequence[RunResult], invariant: Invariant, audited: 
         )
     return (
         f"verdict: exactly once HOLDS: {once} of {len(invariant.verdicts)} runs of {jobs} "
-        f"ran once each; injected {absorbed}; {left}; exit status 0"
+        f"ran once each; injected {absorbed}; {left}{yours}; exit status 0"
     )
 
 
@@ -285,7 +345,9 @@ def format_job_logs(lines: Iterable[str], limit: int = 8) -> str | None:
     """The jobs' own log lines among the handler's output, each with the run it belongs to.
 
     The handler writes Cloud Logging's structured entries (runledger.sdk.joblog);
-    a job's entry carries the run's fields and its logger's name as a label.
+    a job's entry carries the run's fields and its logger's name as a label. The
+    handler's own line per request has no logger label and is not the job's; the
+    demo's warm-up delivery is no job of the stack.
     """
     found = []
     for line in lines:
@@ -297,7 +359,7 @@ def format_job_logs(lines: Iterable[str], limit: int = 8) -> str | None:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
             continue
         logger = entry.get("logging.googleapis.com/labels", {}).get("python_logger", "")
-        if logger.split(".")[0] in _MACHINERY_LOGGERS:
+        if not logger or logger.split(".")[0] in _MACHINERY_LOGGERS or entry["job"] == WARMUP_JOB:
             continue
         found.append(
             f"  {entry['job']} {entry['schedule_time']} run {entry['run_key'][:12]} "
@@ -314,7 +376,10 @@ def json_report(
     settings: dict[str, Any],
     results: Sequence[RunResult],
     invariant: Invariant,
+    errors: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Every run with its fate and the last exception the handler logged for it (or null)."""
+    errors = errors or {}
     verdicts = {v.label: v for v in invariant.verdicts}
     return {
         "settings": settings,
@@ -326,6 +391,7 @@ def json_report(
             "exhausted": invariant.exhausted,
             "dropped": invariant.dropped,
             "skipped": invariant.skipped,
+            "job_failed": {label: errors.get(label) for label in invariant.job_failed},
             "backfilled": {v.label: v.successes for v in invariant.backfills},
         },
         "runs": [
@@ -340,6 +406,7 @@ def json_report(
                 "fate": verdicts[r.plan.label].fate,
                 "successful_executions": verdicts[r.plan.label].successes,
                 "failed_executions": verdicts[r.plan.label].failures,
+                "error": errors.get(r.plan.label),
                 "deliveries": [
                     {
                         "attempt": d.attempt,

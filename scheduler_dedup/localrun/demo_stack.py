@@ -20,7 +20,6 @@ time in which the simulator delivers every fire time of every job.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from dedup_schedule.config.model import ConfigError, ScheduleConfig
 from dedup_schedule.config.parser import parse_config
+from dedup_schedule.job_ids import handler_job_ids
 from runledger.config import (
     DUPLICATE_WAIT_ENV,
     HEARTBEAT_ENV,
@@ -35,11 +35,9 @@ from runledger.config import (
     LEASE_ENV,
     RETENTION_ENV,
 )
-from runledger.exceptions import ConfigError as JobsModuleError
 from runledger.facts import MIN_ATTEMPT_DEADLINE_S, RetryPolicy
 from runledger.schedules import LOOKBACK_VARIABLE, schedule_entry, schedules_json
 from runledger.schedules import VARIABLE as SCHEDULES_VARIABLE
-from runledger.sdk.registry import load_jobs
 from scheduler_dedup.localrun.demo_plan import (
     EVENTS_ENV,
     OUTAGE_OVER_ENV,
@@ -57,7 +55,6 @@ from scheduler_dedup.offline.stack_file import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HANDLER_DIR = REPO_ROOT / "handler"
 
 # The longest attempt deadline of the stack lasts this long in the demo ...
 LONGEST_DEADLINE_S = 2.5
@@ -104,29 +101,33 @@ class OwnJobs:
     reason: str
 
 
-def own_jobs(config: ScheduleConfig, handler_dir: Path = HANDLER_DIR) -> OwnJobs:
+def own_jobs(config: ScheduleConfig, project_dir: Path = REPO_ROOT) -> OwnJobs:
     """The stack's own jobs module when it defines every job id of the stack.
 
-    It is imported as the deployed function imports it (handler/ first on the
-    path); a module that fails to import is a reason, not a crash, and the
-    demo falls back to its built-in demonstration jobs.
+    Its job ids are read as `make plan` reads them (`dedup_schedule.job_ids`: the
+    module imported in a child Python, the handler dir first on the path), so a
+    module that cannot be imported is the same one-line StackError; a module that
+    lacks a job is a reason, and the demo runs its built-in demonstration jobs.
     """
     module = config.handler_env()[JOBS_MODULE_ENV]
-    sys.path.insert(0, str(handler_dir))
     try:
-        defined = load_jobs(module)
-    except JobsModuleError as exc:
-        return OwnJobs(None, f"the built-in demonstration jobs ({exc})")
-    finally:
-        sys.path.remove(str(handler_dir))
+        defined = handler_job_ids(
+            handler_dir(config, project_dir), module, f"{read_project_name(project_dir)}:handlerDir"
+        )
+    except (ConfigError, StackFileError) as exc:
+        raise StackError(str(exc)) from None
+    where = f"{config.handler_dir}/{module.replace('.', '/')}.py"
     missing = [job.id for job in config.jobs if job.id not in defined]
     if missing:
         return OwnJobs(
-            None,
-            f"the built-in demonstration jobs ({', '.join(missing)} not defined in "
-            f"handler/{module.replace('.', '/')}.py)",
+            None, f"the built-in demonstration jobs ({', '.join(missing)} not defined in {where})"
         )
-    return OwnJobs(module, f"your jobs from handler/{module.replace('.', '/')}.py")
+    return OwnJobs(module, f"your jobs from {where}")
+
+
+def handler_dir(config: ScheduleConfig, project_dir: Path = REPO_ROOT) -> Path:
+    """The handler the stack deploys: its `handlerDir`, relative to the project's Pulumi.yaml."""
+    return (project_dir / config.handler_dir).resolve()
 
 
 def speedups(config: ScheduleConfig) -> dict[str, float]:

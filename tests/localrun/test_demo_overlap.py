@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runledger.facts import RetryPolicy
-from scheduler_dedup.localrun.demo import DemoOptions, run_demo
+from scheduler_dedup.localrun.demo import run_demo
 from scheduler_dedup.localrun.demo_invariant import check_invariant
 from scheduler_dedup.localrun.demo_overlap import (
     Gate,
@@ -23,7 +23,7 @@ from scheduler_dedup.localrun.demo_overlap import (
 )
 from scheduler_dedup.localrun.demo_plan import ExecutionEvent, Step, append_event
 from scheduler_dedup.localrun.simulator import Delivery, Fault, RunPlan, RunResult, Seen, SimJob
-from tests.localrun.demo_project import DEMO_NOW, demo_stack
+from tests.localrun.demo_project import DEMO_NOW, DEMO_OPTIONS, demo_stack
 
 NOW = datetime(2026, 12, 1, 23, 30, tzinfo=UTC)
 JOB = SimJob("sync", "5 * * * *", "UTC", 1.0, RetryPolicy(), (), b"")
@@ -47,12 +47,14 @@ def _ran(label: str, attempt: str) -> list[ExecutionEvent]:
 
 def test_the_pair_is_two_consecutive_runs_without_a_work_fault_the_second_judged() -> None:
     plans = [_plan(h, f) for h, f in ((19, None), (20, Fault.FAILURE), (21, None), (22, None))]
-    overlap = choose_overlap(plans, [JOB], NOW, 4, paused=None)
+    overlap = choose_overlap(plans, [JOB], NOW, 4, paused=None, allowed=["sync"])
     assert overlap is not None
     assert (overlap.holder.label, overlap.skipped.label) == (plans[2].label, plans[3].label)
-    assert choose_overlap(plans, [JOB], NOW, 4, paused="sync") is None
+    assert choose_overlap(plans, [JOB], NOW, 4, paused="sync", allowed=["sync"]) is None
+    # A job whose policy the demo may not set (the team's, without overlap: skip) never skips.
+    assert choose_overlap(plans, [JOB], NOW, 4, paused=None, allowed=[]) is None
     timeouts = [_plan(h, Fault.TIMEOUT) for h in (21, 22)]
-    assert choose_overlap(timeouts, [JOB], NOW, 2, paused=None) is None
+    assert choose_overlap(timeouts, [JOB], NOW, 2, paused=None, allowed=["sync"]) is None
     held = with_overlap(plans, overlap, JOB)
     assert held[2].script == (Step(0.8, holds=True),)
     assert held[3].script == plans[3].script
@@ -140,7 +142,7 @@ def test_make_demo_shows_one_overlap_skip_and_one_backfill_and_counts_them(
     firestore_emulator.clear(config.database.name, project=config.project)
     out = io.StringIO()
     invariant, report = run_demo(
-        DemoOptions(runs=8, demo_jobs=True), config, out, firestore_emulator, now=DEMO_NOW
+        DEMO_OPTIONS(runs=8), config, out, firestore_emulator, now=DEMO_NOW
     )
     text = out.getvalue()
     assert invariant.holds, text
@@ -160,6 +162,12 @@ def test_make_demo_shows_one_overlap_skip_and_one_backfill_and_counts_them(
     assert report["invariant"]["skipped"] == [skipped]
     assert "1 overlap skip deliberately not run; 1 backfilled time ran once" in report["verdict"]
     assert f"deliberately not run (overlap: skip): {skipped}" in text
+    # The built-in work may carry a skip the stack does not set, and the demo says so.
+    job = skipped.split("@")[0]
+    assert (
+        f'overlap: {job} runs with "overlap: skip" for the built-in demonstration work '
+        "(the stack says allow)"
+    ) in text
     assert "python -m runledger.ops backfill --job" in text
     assert datetime.fromisoformat(backfilled.label.split("@")[1].replace("Z", "+00:00")) < (
         DEMO_NOW - timedelta(hours=1)

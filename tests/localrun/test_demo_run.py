@@ -13,7 +13,7 @@ import pytest
 
 from dedup_schedule.config.model import ScheduleConfig
 from runledger.facts import OUTCOME_OVERLAP_SKIPPED
-from scheduler_dedup.localrun.demo import DemoOptions, main, run_demo
+from scheduler_dedup.localrun.demo import main, run_demo
 from scheduler_dedup.localrun.demo_invariant import (
     FATE_DROPPED,
     FATE_EXHAUSTED,
@@ -21,7 +21,7 @@ from scheduler_dedup.localrun.demo_invariant import (
     FATE_SKIPPED,
 )
 from scheduler_dedup.localrun.emulator import FirestoreEmulator
-from tests.localrun.demo_project import DEMO_ARGS, DEMO_NOW, demo_stack
+from tests.localrun.demo_project import DEMO_ARGS, DEMO_NOW, DEMO_OPTIONS, demo_stack
 
 pytestmark = pytest.mark.firestore
 
@@ -59,7 +59,7 @@ def _seeded_demo(emulator: FirestoreEmulator, now: datetime, **options: bool):
     _empty_ledger(emulator, config)
     out = io.StringIO()
     invariant, report = run_demo(
-        DemoOptions(runs=3, seed=11, demo_jobs=True, **options), config, out, emulator, now=now
+        DEMO_OPTIONS(runs=3, seed=11, **options), config, out, emulator, now=now
     )
     return invariant, report, out.getvalue()
 
