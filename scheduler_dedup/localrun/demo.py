@@ -91,7 +91,6 @@ from scheduler_dedup.localrun.demo_report import (
     misbehaviour,
 )
 from scheduler_dedup.localrun.demo_stack import (
-    REPO_ROOT,
     DemoFiles,
     HandlerEnv,
     StackError,
@@ -495,7 +494,7 @@ def run_demo(
     """
     from scheduler_dedup.localrun.demo_http import HttpTransport
     from scheduler_dedup.localrun.emulator import start_emulator
-    from scheduler_dedup.localrun.handler_server import start_handler
+    from scheduler_dedup.localrun.handler_server import project_handler_dir, start_handler
 
     say = _Printer(out)
     offset = pinned_at(now)
@@ -533,7 +532,7 @@ def run_demo(
         own = None
         work = "the built-in demonstration jobs" + (" (--demo-jobs)" if options.demo_jobs else "")
     else:
-        found = own_jobs(config)
+        found = own_jobs(config, project_handler_dir())
         own, work = found.module, found.reason
     env = handler_env(
         config,
@@ -580,7 +579,7 @@ def run_demo(
     if offset:
         clocked = {
             "source": Path(__file__).with_name("clocked_handler.py"),
-            "extra_pythonpath": (REPO_ROOT / "handler", REPO_ROOT),
+            "extra_pythonpath": (project_handler_dir(), Path.cwd()),
         }
     started_emulator = None
     handler = None
@@ -708,7 +707,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     # the demo's reader can act on, so only that warning is silenced (as for `make ops`).
     warnings.filterwarnings("ignore", "You are using a Python version", FutureWarning)
     options = _parse(argv)
-    project_dir = options.project_dir or REPO_ROOT
+    project_dir = options.project_dir or Path.cwd()
     try:
         options = replace(options, stack=resolve_stack(options.stack, project_dir))
         config = load_stack(options.stack, project_dir)
