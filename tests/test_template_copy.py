@@ -22,6 +22,7 @@ Two depths:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,68 @@ def test_the_entry_points_are_the_templates_own(copy: Path) -> None:
         assert (copy / name).read_bytes() == (REPO_ROOT / name).read_bytes(), name
     assert "virtualenv: .venv" in (copy / "Pulumi.yaml").read_text()
     assert ".venv/" in (copy / ".gitignore").read_text().splitlines()
+
+
+def _dry_make(copy: Path, *targets: str) -> str:
+    """What `make TARGETS` would run (`make -n`), without running it."""
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *targets],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_the_next_make_reinstalls_the_machinery_when_the_pin_moves(
+    copy: Path, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    first = _dry_make(team, "venv")
+    assert "--force-reinstall --no-deps -r requirements-machinery.txt" in first
+    (team / ".venv" / "bin").mkdir(parents=True)
+    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    assert "pip install" not in _dry_make(team, "venv")
+    # copier update rewrote the pin: the stamp no longer matches it.
+    pinned = (team / "requirements-machinery.txt").read_text().strip()
+    moved_pin = pinned.rsplit("@", 1)[0] + "@" + "0" * 40 + "\n"
+    (team / "requirements-machinery.txt").write_text(moved_pin)
+    os.utime(team / "requirements-machinery.txt", (1, 1))  # older than the stamp: content decides
+    os.utime(team / "requirements-dev.txt", (1, 1))
+    moved = _dry_make(team, "venv")
+    assert "--force-reinstall --no-deps -r requirements-machinery.txt" in moved
+    assert "cp requirements-machinery.txt .venv/.machinery" in moved
+
+
+def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
+    copy: Path, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    (team / ".venv" / "bin").mkdir(parents=True)
+    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
+        os.utime(team / name, (1, 1))
+    expected = {
+        "test": "-m scheduler_dedup.offline.stack_checks --dir .",
+        "test-jobs": "-m pytest -q -p no:cacheprovider tests/test_jobs.py",
+        "plan": "-m scheduler_dedup.offline.plan --dir .",
+        "policy-check": "-m scheduler_dedup.offline.policy_check --dir .",
+        "demo": "-m scheduler_dedup.localrun.demo",
+        "demo-stop": "-m scheduler_dedup.localrun.demo_keep stop",
+        "simulate": "-m scheduler_dedup.localrun.simulation",
+        "ops": "-m runledger.ops",
+        "lint": "-m ruff check .",
+    }
+    for target, command in expected.items():
+        dry = _dry_make(team, target)
+        assert command in dry, (target, dry)
+        assert "pip install" not in dry, target
 
 
 @pytest.mark.parametrize(
