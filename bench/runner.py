@@ -49,12 +49,12 @@ from runledger.config import (
     contract_env,
 )
 from scheduler_dedup.localrun.emulator import FirestoreEmulator, start_emulator
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
+from scheduler_dedup.localrun.handler_server import HandlerServer, start_handler
 from scheduler_dedup.localrun.rpccount import RpcCounter
 
 SIDES = ("handler", "baseline")
 ENTRY_POINTS = {
-    "handler": (HANDLER_DIR / "main.py", "handle_scheduled_job"),
+    "handler": (REPO_ROOT / "handler" / "main.py", "handle_scheduled_job"),
     "baseline": (REPO_ROOT / "bench" / "baseline_main.py", "handle_baseline"),
 }
 # The guide's sample values: a 5-minute lease and a 1-day retention.

@@ -25,6 +25,9 @@ from scheduler_dedup.offline.stack_file import (
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO_STACKS = tuple(stack_names(REPO_ROOT))
+# The template's own handler and policy pack (the tools default to the current directory's).
+HANDLER_DIR = REPO_ROOT / "handler"
+PACK_DIR = REPO_ROOT / "policies"
 # Three jobs in three time zones, retries from none to five, deadlines from 2 to 15 minutes;
 # it passes the policy pack with no violation, advisory ones included.
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixture_project"

@@ -29,7 +29,7 @@ from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR
+from tests.stacks import HANDLER_DIR
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
 # The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).

@@ -16,9 +16,10 @@ import requests
 
 from runledger import facts
 from runledger.config import contract_env
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR, REPO_ROOT, start_handler
+from scheduler_dedup.localrun.handler_server import start_handler
 from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers, start_main
+from tests.stacks import HANDLER_DIR, REPO_ROOT
 
 RECENT = "2026-10-16T12:00:00Z"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
