@@ -113,8 +113,13 @@ def _lost_lease(history: History, execution: Execution) -> Violation | None:
             own = record
     if own is None or own.status is not Status.IN_PROGRESS:
         return None
-    if not any(execution.start < at <= lost for at in history.refusals[execution.key]):
-        return None  # no write was refused: it gave up as its own clock passed its lease
+    # Only the holder's own refused writes count: another attempt's claim refused on the
+    # same run says nothing of this holder. A holder none of whose writes was refused gave
+    # up as its own clock passed the lease it knew (a renewal that landed with its answer
+    # lost, then no store to read it back from, leaves the record's lease later than that).
+    refused = history.refusals[execution.key]
+    if not any(execution.start < at <= lost and by is execution.task for at, by in refused):
+        return None
     if lost + MAX_CLOCK_SKEW >= own.lease_expires:
         return None  # its lease ran out by its own clock
     return Violation(

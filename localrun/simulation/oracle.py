@@ -79,10 +79,9 @@ class History:
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
-        self.summaries: list[datetime] = []
-        self.refusals: dict[str, list[datetime]] = defaultdict(
-            list
-        )  # each audit summary's judging time
+        self.summaries: list[datetime] = []  # each audit summary's judging time
+        # Each run key's refused writes: when, and the task (request) whose write it was.
+        self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
 
@@ -133,9 +132,9 @@ class History:
             f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}",
         )
 
-    def refused(self, key: str, now: datetime) -> None:
-        """A write to the run `key` was refused: its version moved on, or a document was gone."""
-        self.refusals[key].append(now)
+    def refused(self, key: str, task: Any, now: datetime) -> None:
+        """`task`'s write to the run `key` was refused: its version moved on, or it was gone."""
+        self.refusals[key].append((now, task))
 
     def lease_lost(self, task: Any, job: str, now: datetime) -> None:
         """`task`'s delivery of `job` was answered lease_lost: its final write was refused.

@@ -9,7 +9,7 @@ peeks are not faulted. A partition cuts one instance off (its renewals too) for 
 while as the others go on. Every write to a run record is reported to the history
 (`History.record_written`) as the store holds it afterwards, so the oracle sees
 each status a run went through, whoever wrote it; a fenced write refused is
-reported too (`History.refused`).
+reported too, with the task whose write it was (`History.refused`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from localrun.simulation.clock import Killed, Loop
+from localrun.simulation.clock import Killed, Loop, Task
 from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.ledger.record import RunRecord
 
@@ -87,7 +87,7 @@ class FaultyStore:
         loop: Loop,
         plan: FaultPlan,
         written: Callable[[str, RunRecord | None], None],
-        refused: Callable[[str], None] = lambda key: None,
+        refused: Callable[[str, Task | None], None] = lambda key, task: None,
     ) -> None:
         self.inner = inner
         self._loop = loop
@@ -132,7 +132,7 @@ class FaultyStore:
             result = method(*args)
         except VersionConflict:
             for key in run_keys:
-                self._refused(key)
+                self._refused(key, task)
             raise
         if task is not None and name in _SAVES:
             task.saved = True
