@@ -1,9 +1,10 @@
 """One seed's world: the stack, its handler revisions, Cloud Scheduler, the operator, the faults.
 
-The handler is the real `App`, built from an environment that
+The handler is the real `App`, built by `App.from_env` from an environment that
 `runledger.config.Settings.to_env` and `runledger.schedules` write, as a deploy
-writes it, with only the store, the clock, attempt ids, lease renewals and the
-live-state lister injected. A deploy (the stack pausing or unpausing a job)
+writes it, with only the store, the fake clock (and its monotonic time and sleep),
+attempt ids, lease renewals, the backfill documents and the live-state lister
+injected. A deploy (the stack pausing or unpausing a job)
 builds a new App on the same store; requests in flight finish on the old one.
 Job bodies report what they do to the history (`oracle.History`), never to
 the ledger. The operator's backfill goes the way `python -m runledger.ops
@@ -31,12 +32,10 @@ from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
-from runledger.delivery.app import App, configured_wait
-from runledger.delivery.duplicate_wait import DuplicateWait, Waited
+from runledger.delivery.app import App
 from runledger.delivery.identify import parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
-from runledger.ledger.record import RunRecord
-from runledger.schedules import audit_env, audit_settings, check_jobs, schedule_entry
+from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 
 # A job body checks its lease and reports progress this often while it works.
@@ -106,37 +105,22 @@ class World:
         )
 
     def _deploy(self) -> App:
-        """A handler revision from the stack's environment, as `App.from_env` builds it."""
-        env = self.env()
-        settings = Settings.from_env(env)
-        audit = audit_settings(env, settings)
-        jobs = {job.id: self._body(job) for job in self.scenario.jobs}
-        check_jobs(audit, jobs, settings.jobs_module)
-        return App(
-            settings,
-            jobs,
-            lambda: self.store,
-            clock=self.loop.clock,
-            new_attempt_id=lambda: f"a{next(self._ids)}",
-            renewals=LoopRenewals(self.loop),
-            duplicate_wait=self._wait(configured_wait(settings, audit)),
-            zones={schedule.id: schedule.zone for schedule in audit.schedules},
-            overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
-            audit=audit,
-            live=self._listing,
-            backfills=lambda: self.docs,
-        )
+        """A handler revision from the stack's environment, built by `App.from_env` itself.
 
-    def _wait(self, wait: DuplicateWait | None) -> DuplicateWait | None:
-        """The deployed duplicate wait, polling on the fake clock."""
-        if wait is None:
-            return None
-        return LoopWait(
-            wait.deadlines,
-            wait.lease,
-            wait.cap,
+        Everything but the store, the fake clock (time, monotonic time, sleep), attempt
+        ids, renewals and Scheduler's listing comes from the environment, as deployed.
+        """
+        return App.from_env(
+            self.env(),
+            self.loop.clock,
+            jobs={job.id: self._body(job) for job in self.scenario.jobs},
+            store_factory=lambda: self.store,
+            renewals=LoopRenewals(self.loop),
+            new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
+            live=self._listing,
+            backfills=lambda: self.docs,
         )
 
     def _listing(self, since: datetime) -> dict[str, ListedJob]:
@@ -311,24 +295,6 @@ class World:
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
-
-
-class LoopWait(DuplicateWait):
-    """The duplicate wait with no time spent before it: a claim takes no simulated time.
-
-    The App measures that time on the real clock, which would make a seed's
-    history depend on how fast the machine ran it.
-    """
-
-    def wait(
-        self,
-        job: str,
-        spent_s: float,
-        seen: RunRecord,
-        read: Callable[[], RunRecord | None],
-        now: Callable[[], datetime],
-    ) -> Waited:
-        return super().wait(job, 0.0, seen, read, now)
 
 
 class _FindingLines(io.TextIOBase):

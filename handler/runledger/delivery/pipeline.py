@@ -44,7 +44,7 @@ class Trigger:
     """What one start of a run brings besides its identity.
 
     `wait`: the duplicate wait, or None (answered at once; a takeover, the audit's
-    runs); `started`: time.monotonic() when the request began, which the wait's
+    runs); `started`: the App's monotonic clock when the request began, which the wait's
     budget counts from.
     """
 
@@ -60,11 +60,13 @@ class RunPipeline:
         jobs: Callable[[], Mapping[str, JobFn]],
         clock: Callable[[], datetime],
         renewals: Renewals,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ledger = ledger
         self._jobs = jobs
         self._clock = clock
         self._renewals = renewals
+        self._monotonic = monotonic
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
@@ -98,7 +100,7 @@ class RunPipeline:
         try:
             waited = wait.wait(
                 run.job,
-                time.monotonic() - trigger.started,
+                self._monotonic() - trigger.started,
                 duplicate.record,
                 lambda: ledger.read(run.key),
                 self._clock,
