@@ -257,10 +257,14 @@ class App:
         sends, as DEDUP_SCHEDULES says (none: empty). `trigger` says who asked
         (the catch-up, or a backfill request: `runledger.backfill.runs`); such a
         run never waits for a duplicate, and one that meets a running holder of
-        its job stays pending for a later audit (`overlap_delayed`, nothing written).
+        its job stays pending for a later audit (`overlap_delayed`, nothing written),
+        a backfill's run after waiting for that holder as a duplicate delivery of
+        its job would (`RunPipeline._await_holder`).
         """
         run = replace(run, trigger=trigger)
-        return self._pipeline.run(run, Trigger(self.bodies.get(run.job, b"")), {})
+        wait = self._duplicate_wait if trigger == facts.TRIGGER_BACKFILL else None
+        start = Trigger(self.bodies.get(run.job, b""), holder_wait=wait)
+        return self._pipeline.run(run, start, {})
 
     def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
         """The run an unstamped forced run's copy belongs to: the earlier window's, if it began.
