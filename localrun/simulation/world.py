@@ -256,6 +256,8 @@ class World:
         """The operator reruns half the terminal failures, minutes after (`operator_skew`)."""
         if "operator_skew" not in self.scenario.features or self.rng.random() >= RERUN_SHARE:
             return
+        if when > self.scenario.end:  # the operator looks after the window judged
+            return
         if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
             return
         end = when + timedelta(minutes=1)
@@ -286,15 +288,30 @@ class World:
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
             self.loop.run_until(self.scenario.settle)
-            while self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            while not self._settled():
                 if self.loop.now >= self.settle_cap:
-                    self.history.event(self.loop.now, "never settled: too few audits logged")
+                    self.history.event(
+                        self.loop.now, "never settled: too few audits logged, or backfills pending"
+                    )
                     self.history.unsettled = True
                     break
                 self.loop.run_until(self.loop.now + timedelta(minutes=10))
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
+
+    def _settled(self) -> bool:
+        """Two audits logged since the settle time, and no backfill request is left pending.
+
+        A backfill runs its times one after another inside audits: one of many long
+        times may outlast the two audits, and the world must not stop it half-way.
+        """
+        if self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            return False
+        found = self.inner.backfills().get(
+            queue.queue_key(self.scenario.project, self.scenario.region)
+        )
+        return found is None or not found[0].get("pending")
 
 
 class _FindingLines(io.TextIOBase):
