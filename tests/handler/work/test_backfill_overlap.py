@@ -104,11 +104,12 @@ def key_of(hour: int) -> str:
     return run_key("export", T0.replace(hour=hour), "acme-prod", "europe-west1", manual=False)
 
 
-@pytest.mark.parametrize("policy", ["skip", "delay"])
-def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_runs_it(
-    firestore_emulator, firestore_db, capsys, policy
-):
-    env = (
+WINDOW = ["--job", "export", "--from", "2026-10-16T08:00:00Z", "--to", "2026-10-16T10:00:00Z"]
+
+
+def backfill_env(firestore_emulator, policy: str) -> dict[str, str]:
+    """What `ops backfill` and the handler read: the emulator, the scope, `export`'s policy."""
+    return (
         firestore_emulator.env()
         | SCOPE
         | {
@@ -117,8 +118,14 @@ def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_run
             "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
         }
     )
-    window = ["--job", "export", "--from", "2026-10-16T08:00:00Z", "--to", "2026-10-16T10:00:00Z"]
-    code, _, err = ops(env, "backfill", *window)
+
+
+@pytest.mark.parametrize("policy", ["skip", "delay"])
+def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_runs_it(
+    firestore_emulator, firestore_db, capsys, policy
+):
+    env = backfill_env(firestore_emulator, policy)
+    code, _, err = ops(env, "backfill", *WINDOW)
     assert (code, err) == (0, "")
     job = HeldExport()
     app = app_for(firestore_db, job, env)
@@ -132,7 +139,7 @@ def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_run
     second = summary(audit(app, capsys, "2026-10-16T12:30:01Z"))["backfill"]
     assert (second["requests_done"], second["ran"]) == (1, 2)
     assert job.runs == Counter({12: 1, 8: 1, 9: 1})
-    code, out, _ = ops(env, "backfill", *window, "--dry-run", "--json")
+    code, out, _ = ops(env, "backfill", *WINDOW, "--dry-run", "--json")
     assert (code, json.loads(out)) == (0, [])
 
 
@@ -168,17 +175,8 @@ def test_a_backfill_waits_for_the_running_holder_and_runs_in_the_same_audit(
 
     The wait's first pause lets the held run finish, so the same audit runs both times.
     """
-    env = (
-        firestore_emulator.env()
-        | SCOPE
-        | {
-            "DEDUP_SCHEDULES": schedules(policy),
-            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
-            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
-        }
-    )
-    window = ["--job", "export", "--from", "2026-10-16T08:00:00Z", "--to", "2026-10-16T10:00:00Z"]
-    assert ops(env, "backfill", *window)[0] == 0
+    env = backfill_env(firestore_emulator, policy)
+    assert ops(env, "backfill", *WINDOW)[0] == 0
     job = HeldExport()
     holder: list[threading.Thread] = []
     pauses: list[float] = []

@@ -403,22 +403,26 @@ FAILED_WINDOW = [
 ]
 
 
+def at_seven(store: FirestoreRunStore, attempt: str, status: Status, **fields: Any) -> None:
+    """`export`'s run of 07:00 recorded by `attempt` as `status` (`fields` override)."""
+    when = T0.replace(hour=7)
+    values = {"claimed_at": when, "expire_at": when + RETENTION} | fields
+    record = run_record(attempt, status, job="export", schedule_time=when, **values)
+    store.create(key_of(7), record)
+
+
 def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, firestore_db, capsys):
     store = FirestoreRunStore(firestore_db, "scheduler_runs")
-    when = T0.replace(hour=7)
     # The handler's clock is 10 minutes ahead of the laptop's: its failure is stamped after
     # the moment the operator's clock gives the request.
-    failed = run_record(
+    at_seven(
+        store,
         "seed-7",
         Status.FAILED,
-        job="export",
-        schedule_time=when,
         claimed_at=NOW + timedelta(minutes=9),
         finished_at=NOW + timedelta(minutes=10),
-        expire_at=when + RETENTION,
         error="partner API down",
     )
-    store.create(key_of(7), failed)
     code, _, err = ops(env, "backfill", *FAILED_WINDOW, "--include-failed")
     assert (code, err) == (0, "")
     jobs = Jobs()
@@ -435,17 +439,7 @@ def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, fire
 
 
 def held_at_seven(store: FirestoreRunStore, lease_expires) -> None:
-    when = T0.replace(hour=7)
-    record = run_record(
-        "holder-7",
-        Status.IN_PROGRESS,
-        job="export",
-        schedule_time=when,
-        claimed_at=when,
-        lease_expires=lease_expires,
-        expire_at=when + RETENTION,
-    )
-    store.create(key_of(7), record)
+    at_seven(store, "holder-7", Status.IN_PROGRESS, lease_expires=lease_expires)
 
 
 def test_a_run_whose_lease_ran_out_by_the_handlers_clock_is_backfilled(env, firestore_db, capsys):
