@@ -143,10 +143,10 @@ class App:
         from the same DEDUP_SCHEDULES the handler reads. With a store injected, Cloud
         Scheduler is asked only through an injected `live` and backfill requests are
         read only from an injected `backfills` (both live in the cloud); without one,
-        the environment's are used. `clock` is the
-        deployed handler's real time; the local demo shifts it (`localrun.clocked_handler`);
-        the simulator runs it all on a fake clock, `monotonic` and `sleep` (the
-        duplicate wait's polls) and `new_attempt_id` included.
+        the environment's are used. `clock` is the deployed handler's real time; the
+        local demo shifts it (`localrun.clocked_handler`); the simulator runs it all on
+        a fake clock, `monotonic` and `sleep` (the duplicate wait's polls) and
+        `new_attempt_id` included.
         """
         settings = Settings.from_env(env)
         served = load_jobs(settings.jobs_module) if jobs is None else jobs
