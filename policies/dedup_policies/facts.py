@@ -366,6 +366,8 @@ JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)
 # (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).
 OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"
 OUTCOME_OVERLAP_DELAYED = "overlap_delayed"
+# A delivery (or a backfill's run) of a run another attempt holds under a live lease.
+OUTCOME_DUPLICATE_IN_PROGRESS = "duplicate_in_progress"
 
 # --- the overlap policy ---------------------------------------------------------------------
 

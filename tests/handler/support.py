@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -161,6 +162,7 @@ def make_app(
     audit: AuditSettings | None = None,
     live: Lister | None = None,
     backfills: Callable[[], BackfillDocs] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
     **env: str,
 ) -> App:
     """An app whose leases renew only when the test runs `renewals.run_due()`.
@@ -178,6 +180,7 @@ def make_app(
         audit=audit,
         live=live,
         backfills=backfills,
+        monotonic=monotonic,
     )
 
 

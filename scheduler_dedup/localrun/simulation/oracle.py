@@ -81,7 +81,7 @@ class History:
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
         self.summaries: list[datetime] = []  # each audit summary's judging time
-        # Each run's writes refused: when, and the request (task) whose write it was.
+        # Each run key's refused writes: when, and the task (request) whose write it was.
         self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
@@ -133,8 +133,8 @@ class History:
             f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}",
         )
 
-    def refused(self, key: str, now: datetime, task: Any) -> None:
-        """`task`'s write to the run `key` was refused: its version moved on, or a document gone."""
+    def refused(self, key: str, task: Any, now: datetime) -> None:
+        """`task`'s write to the run `key` was refused: its version moved on, or it was gone."""
         self.refusals[key].append((now, task))
 
     def lease_lost(self, task: Any, job: str, now: datetime) -> None:
