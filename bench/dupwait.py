@@ -30,13 +30,13 @@ from google.cloud import firestore
 from bench.schedule import JOB, ScheduleTimes, delivery_headers
 from bench.summary import Spread
 from runledger.config import Settings
-from runledger.delivery.app import App
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import identify_run
 from runledger.facts import DEFAULT_ATTEMPT_DEADLINE_S
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.run import Claim
 from runledger.sdk.registry import load_jobs
+from runledger.service.app import App
 from scheduler_dedup.localrun.rpccount import RpcCounter
 
 DEFAULT_DEADLINE = timedelta(seconds=DEFAULT_ATTEMPT_DEADLINE_S)

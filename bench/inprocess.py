@@ -2,7 +2,7 @@
 
 The served processes cannot be instrumented from outside, so RPC and
 document counts come from the same application classes run here: the
-handler's `runledger.delivery.app.App` with its real Firestore store, and the
+handler's `runledger.service.app.App` with its real Firestore store, and the
 baseline's `BaselineApp`. `preclaim` plants a claim through a second,
 uncounted client, to set up the duplicate and reclaim scenarios with each
 side's own code rather than hand-written documents.
@@ -21,10 +21,10 @@ from google.cloud import firestore
 from bench.baseline import BaselineApp
 from bench.schedule import Headers
 from runledger.config import Settings
-from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.sdk.registry import load_jobs
+from runledger.service.app import App
 
 
 def _utc_now() -> datetime:

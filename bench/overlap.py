@@ -21,11 +21,11 @@ from google.cloud import firestore
 from bench.opcount import OpCounter
 from bench.schedule import JOB, ScheduleTimes, delivery_headers
 from runledger.config import Settings
-from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.run import Claim
 from runledger.sdk.registry import load_jobs
+from runledger.service.app import App
 from scheduler_dedup.localrun.rpccount import RpcCounter
 
 YIELDING = "skip, another run in progress"

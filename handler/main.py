@@ -8,9 +8,9 @@ from collections.abc import Mapping
 import flask
 import functions_framework
 
-from runledger.delivery.app import MAX_BODY_BYTES, App
 from runledger.exceptions import ConfigError
 from runledger.sdk.joblog import install as install_job_logging
+from runledger.service.app import MAX_BODY_BYTES, App
 
 
 def _request_headers() -> Mapping[str, str] | None:

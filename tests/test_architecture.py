@@ -133,7 +133,7 @@ def test_the_cycle_finder_reports_a_loop_and_passes_a_tree() -> None:
 def test_a_from_import_of_a_module_counts_as_importing_that_module() -> None:
     graph = import_graph("handler")
     assert "runledger.facts" in graph["runledger.config"]  # `from runledger import facts`
-    assert "runledger.delivery.app" in graph["main"]
+    assert "runledger.service.app" in graph["main"]
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
@@ -160,7 +160,7 @@ LAYERS = (
     ("ops", ("runledger.ops",)),
     # What wires the layers together: the App that routes every request, the audit
     # as the job it serves (audit, catch-up, then the backfill pass), a job test's harness.
-    ("composition", ("runledger.delivery.app", "runledger.audit.job", "runledger.testing")),
+    ("composition", ("runledger.service", "runledger.testing")),
     # The deployed entry point and the team's jobs.
     ("entry", ("main", "jobs")),
 )
@@ -253,7 +253,7 @@ def test_a_module_is_in_the_part_that_names_it_most_closely() -> None:
         found = part_of(module)
         return None if found is None else found[1:]
 
-    assert named("runledger.delivery.app") == ("composition", "runledger.delivery.app")
+    assert named("runledger.service.app") == ("composition", "runledger.service")
     assert named("runledger.delivery.identify") == ("delivery", "runledger.delivery")
     assert named("runledger") == ("sdk", "runledger")
     assert named("runledger.newpart") is None  # the package names no module below it

@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV, contract_env
-from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
 from runledger.ledger.memory_store import MemoryRunStore
@@ -39,6 +38,7 @@ from runledger.ledger.record import RunRecord
 from runledger.ledger.store import RunStore
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
+from runledger.service.app import App
 
 # The schedule time of every delivery that names none: a fixed instant, so a
 # test's run keys do not change from one day to the next.

@@ -336,7 +336,7 @@ HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 # --- the handler's log lines ----------------------------------------------------------------
 
 # `outcome` values of the handler's structured log lines (one per request from
-# runledger.delivery.app, one per audit finding and one summary from
+# runledger.service.app, one per audit finding and one summary from
 # runledger.audit.report) that the stack's log-based metrics and alerts count and
 # the policy pack looks for in alerting.
 # tests/infra/test_infra_audit.py checks each against the line the handler writes.

@@ -12,7 +12,7 @@ import os
 
 import main
 
-from runledger.delivery.app import App
+from runledger.service.app import App
 from scheduler_dedup.localrun.demo_clock import clock_from_env
 
 main.APP = App.from_env(os.environ, clock=clock_from_env())

@@ -21,7 +21,6 @@ from runledger.audit.pause_log import StateChange
 from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.backfill.queue import BackfillDocs
 from runledger.config import Settings, contract_env
-from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
 from runledger.delivery.identify import scheduler_headers as delivery_headers
 from runledger.exceptions import SchedulerUnreadable
@@ -30,6 +29,7 @@ from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
+from runledger.service.app import App, Response
 from tests.stacks import HANDLER_DIR
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)

@@ -12,12 +12,12 @@ import grpc
 import pytest
 from google.cloud import firestore
 
-from runledger.delivery.app import MAX_BODY_BYTES
 from runledger.delivery.identify import identify_run
 from runledger.exceptions import TerminalJobError
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
+from runledger.service.app import MAX_BODY_BYTES
 from scheduler_dedup.localrun.emulator import free_port
 from tests.handler.support import (
     LEASE,

@@ -13,7 +13,6 @@ import pytest
 from runledger.audit.expected import schedule_times
 from runledger.audit.findings import Finding
 from runledger.audit.runner import Audit
-from runledger.delivery.app import App
 from runledger.exceptions import ConfigError, TerminalJobError
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.machine import MAX_CLOCK_SKEW
@@ -26,6 +25,7 @@ from runledger.schedules import (
     parse_schedules,
 )
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,

@@ -9,12 +9,12 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from runledger.audit.runner import Audit
-from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from tests.handler.support import LEASE, FakeClock, deliver, make_app, scheduler_headers, settings
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}

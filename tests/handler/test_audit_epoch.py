@@ -19,11 +19,11 @@ from runledger.audit.expected import (
     schedule_times,
 )
 from runledger.audit.runner import Audit
-from runledger.delivery.app import App
 from runledger.ledger.epochs import epoch_key, record_epochs
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, audit_settings, parse_schedules
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from tests.handler.support import (
     LEASE,
     T0,

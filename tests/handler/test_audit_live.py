@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from runledger.audit.scheduler_state import LiveJob
-from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import record_epochs
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from tests.handler.support import (
     LEASE,
     FakeClock,

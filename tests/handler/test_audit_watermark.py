@@ -11,9 +11,9 @@ from typing import Any
 from runledger.audit import runner as audit_module
 from runledger.audit.findings import Finding
 from runledger.audit.runner import Audit
-from runledger.delivery.app import App
 from runledger.ledger.watermarks import LedgerMarks, shard_key
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings
+from runledger.service.app import App
 from tests.handler.support import T0, FakeClock, deliver, scheduler_headers
 from tests.handler.test_audit import audit_app, move_to, schedules, stamp
 

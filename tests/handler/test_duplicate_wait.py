@@ -17,12 +17,12 @@ from datetime import timedelta
 
 import pytest
 
-from runledger.delivery.app import App, Response, configured_wait
 from runledger.delivery.duplicate_wait import MIN_MARGIN_S, DuplicateWait, wait_budget
 from runledger.delivery.identify import identify_run
 from runledger.exceptions import ConfigError, TerminalJobError
 from runledger.ledger.record import Status
 from runledger.schedules import audit_settings
+from runledger.service.app import App, Response, configured_wait
 from tests.handler.support import (
     LEASE,
     DrivenRenewals,

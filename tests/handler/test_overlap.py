@@ -20,7 +20,6 @@ import pytest
 
 from runledger.audit.report import log_report
 from runledger.audit.runner import Audit
-from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
 from runledger.exceptions import StoreUnavailable
 from runledger.ledger.firestore_store import AUDIT_COLLECTION, FirestoreRunStore
@@ -28,6 +27,7 @@ from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from runledger.ops.cli import EXIT_OK, main
 from runledger.schedules import AuditSettings, JobSchedule
+from runledger.service.app import App
 from tests.handler.support import (
     LEASE,
     T0,

@@ -134,7 +134,7 @@ def test_no_credentials_and_the_emulator_are_reasons_not_errors(monkeypatch) -> 
 
 def test_the_handler_imports_no_google_auth_before_an_audit_runs() -> None:
     probe = (
-        "import sys, runledger.delivery.app; "
+        "import sys, runledger.service.app; "
         "print(sorted(m for m in sys.modules if m.startswith('google.auth')))"
     )
     result = subprocess.run(

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runledger.delivery.app import MAX_BODY_BYTES
 from runledger.ledger.memory_store import MemoryRunStore
+from runledger.service.app import MAX_BODY_BYTES
 from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import FakeClock, make_app
 from tests.reliability.relsupport import (

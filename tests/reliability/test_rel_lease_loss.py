@@ -21,7 +21,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runledger.delivery.app import App
 from runledger.delivery.identify import parse_schedule_time, run_key
 from runledger.exceptions import TerminalJobError
 from runledger.ledger.machine import MAX_CLOCK_SKEW
@@ -29,6 +28,7 @@ from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import Status
 from runledger.ledger.store import RunStore
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import (
     DrivenRenewals,

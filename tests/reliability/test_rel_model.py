@@ -41,7 +41,6 @@ from hypothesis.stateful import (
 )
 
 from runledger.delivery import pipeline as pipeline_module
-from runledger.delivery.app import App, Response
 from runledger.exceptions import TerminalJobError
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.lease import LeaseKeeper
@@ -50,6 +49,7 @@ from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.sdk.context import RunContext
+from runledger.service.app import App, Response
 from scheduler_dedup.localrun.emulator import FirestoreEmulator
 from tests.handler.support import T0, DrivenRenewals, FakeClock, scheduler_headers, sequential_ids
 from tests.handler.support import settings as app_settings

@@ -37,7 +37,7 @@ and per time: paused (evidence shows it) -> deliberately not run, neither
 judged nor caught up; state unknown -> judged, a missed one reported with the
 reason and not caught up; enabled -> judged as above.
 
-Two ways to run. The handler's audit (`audit.job`) goes from each job's
+Two ways to run. The handler's audit (`service.audit_job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
 document per job), the runs settled since, and the runs still open, so each
 settled run is read once and each finding logged once (its line goes out before

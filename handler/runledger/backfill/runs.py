@@ -1,6 +1,6 @@
 """The audit's backfill pass: each pending request's times run once, through the claim.
 
-The audit job (`runledger.audit.job`) takes each pending request in order and
+The audit job (`runledger.service.audit_job`) takes each pending request in order and
 runs its times through the handler's claim with trigger `backfill`: the same
 claim as a delivery, so a late Scheduler retry racing it still gives one
 execution, and a time completed since the plan is a duplicate, not a second

@@ -1,6 +1,6 @@
 """What a delivery is answered: a status code Cloud Scheduler acts on, an outcome, a message.
 
-`delivery.app` says how Cloud Scheduler treats each status code; the outcome
+`service.app` says how Cloud Scheduler treats each status code; the outcome
 names what happened, for the handler's log line and the stack's metrics.
 """
 

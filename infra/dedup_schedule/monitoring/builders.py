@@ -73,7 +73,7 @@ class MonitoringScope:
     @property
     def requests(self) -> str:
         """The handler's per-request lines: the only ones with duration_ms
-        (runledger.delivery.app.App.handle)."""
+        (runledger.service.app.App.handle)."""
         return f"{self.lines} AND jsonPayload.duration_ms>=0"
 
     def opts(self, depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:

@@ -1,6 +1,6 @@
 """`RunMonitoring`: log-based metrics from the handler's log lines, alerts on them, a dashboard.
 
-The handler writes one JSON line per request (`runledger.delivery.app`: `outcome`, `status`,
+The handler writes one JSON line per request (`runledger.service.app`: `outcome`, `status`,
 `job`, `attempts`, `duration_ms`, ...) and the audit one per finding plus one
 summary (`runledger.audit.runner`). Cloud Logging parses them into `jsonPayload`; Cloud
 Run functions (2nd gen) log under the monitored resource `cloud_run_revision`,

@@ -1,7 +1,7 @@
 """The log-based metrics `RunMonitoring` derives from the handler's log lines.
 
 Every delivery the handler answers writes one line with its `outcome`, `job`,
-`attempts` and `duration_ms` (`runledger.delivery.app`): the runs counter by outcome,
+`attempts` and `duration_ms` (`runledger.service.app`): the runs counter by outcome,
 and the attempts and latency distributions. A line whose run outlived its job's
 attempt deadline says by how much (`runledger.delivery.deadline`): the
 outlived-deadline counter. The audit logs one line per scheduled run it finds

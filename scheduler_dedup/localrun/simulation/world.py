@@ -27,11 +27,11 @@ from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
-from runledger.delivery.app import App
 from runledger.delivery.identify import parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob

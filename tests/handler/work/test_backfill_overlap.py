@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from runledger.backfill.firestore_store import FirestoreBackfills
-from runledger.delivery.app import App
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
+from runledger.service.app import App
 from tests.handler.support import (
     LEASE,
     RETENTION,

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runledger import facts
-from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings, check_contract
@@ -35,6 +34,7 @@ from runledger.ledger.run import RunIdentity
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.sdk.registry import JobFn, load_jobs
+from runledger.service.audit_job import audit_job
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
