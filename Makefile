@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements-dev.txt handler/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
+REQUIREMENTS := requirements-dev.txt handler/requirements.txt handler/runledger/requirements.txt infra/requirements.txt infra/requirements-sdk.txt policies/requirements.txt
 
 DIR ?= .
 # Empty: the only Pulumi.<stack>.yaml in DIR (with several, the tools list them and stop).
@@ -16,7 +16,7 @@ POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench simulate ops copy clean
+.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench simulate ops clean
 
 help:
 	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
@@ -26,7 +26,6 @@ help:
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
-	@echo "make copy DEST=../my-schedules  a clean copy of this template (tracked files only)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
 	@echo "make simulate ARGS=\"--seeds 100\"  the whole system, simulated, against its oracle; --seed S replays one"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
@@ -98,17 +97,6 @@ simulate: $(STAMP)
 # says nothing about the command, so only that warning is silenced.
 ops: $(STAMP)
 	cd handler && ../$(PY) -W "ignore:You are using a Python version:FutureWarning" -m runledger.ops $(ARGS)
-
-# A copy that is yours: the files git tracks (and new unignored ones), without
-# .venv, caches, build output or the original's git history. Then, in DEST:
-# git init, remove Pulumi.example.yaml, add your stack and jobs (docs/deploy.md).
-copy:
-	@test -n "$(DEST)" || { echo "error: name the new directory: make copy DEST=../my-schedules" >&2; exit 2; }
-	@test ! -e "$(DEST)" || { echo "error: $(DEST) already exists" >&2; exit 2; }
-	@git rev-parse --git-dir >/dev/null 2>&1 || { echo "error: make copy needs a git clone of the template" >&2; exit 2; }
-	mkdir -p "$(DEST)"
-	git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$(DEST)"
-	@echo "copied to $(DEST); next: cd $(DEST) && git init && git add -A && git commit -m 'From the template'"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -46,14 +46,15 @@ from runledger.config import (
     JOBS_MODULE_ENV,
     LEASE_ENV,
     RETENTION_ENV,
+    contract_env,
 )
 from scheduler_dedup.localrun.emulator import FirestoreEmulator, start_emulator
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR, HandlerServer, start_handler
+from scheduler_dedup.localrun.handler_server import HandlerServer, start_handler
 from scheduler_dedup.localrun.rpccount import RpcCounter
 
 SIDES = ("handler", "baseline")
 ENTRY_POINTS = {
-    "handler": (HANDLER_DIR / "main.py", "handle_scheduled_job"),
+    "handler": (REPO_ROOT / "handler" / "main.py", "handle_scheduled_job"),
     "baseline": (REPO_ROOT / "bench" / "baseline_main.py", "handle_baseline"),
 }
 # The guide's sample values: a 5-minute lease and a 1-day retention.
@@ -175,6 +176,8 @@ def side_env(emulator: FirestoreEmulator, side: str, workdir: Path) -> dict[str,
         # Off in the served handler, so a storm's copies are answered at once as the
         # baseline's are; `bench.dupwait` measures the wait on its own.
         DUPLICATE_WAIT_ENV: "0",
+        # As the program deploys the handler (the cold-start probe imports it with this env).
+        **contract_env(),
     }
 
 

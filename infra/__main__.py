@@ -1,77 +1,11 @@
-"""Pulumi program: read the stack config, build one `DedupSchedule`, export what users need.
+"""Pulumi program: the stack's schedule, as `dedup_schedule.program.deploy` builds it.
 
-All resources live under `dedup_schedule.component.DedupSchedule`; this file only
-adapts `pulumi.Config` to the shared, Pulumi-free config parser.
+All the code lives in the `dedup_schedule` package, which a team's copy installs at
+its pinned version; this file only says where the program is.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Any
 
-import pulumi
+from dedup_schedule.program import deploy
 
-from dedup_schedule.component import DedupSchedule, DedupScheduleArgs
-from dedup_schedule.config.capacity import capacity
-from dedup_schedule.config.model import ConfigError
-from dedup_schedule.config.parser import parse_config
-from dedup_schedule.config.provider_keys import provider_key_warnings
-from dedup_schedule.job_ids import check_handler_jobs
-from dedup_schedule.source import HandlerSourceError
-
-
-def stack_values(project_name: str) -> dict[str, Any]:
-    """The stack's config as the `{namespace:key: value}` map `parse_config` takes.
-
-    The language host hands the whole config map to the program in PULUMI_CONFIG;
-    listing its keys (not just the ones we know) lets the parser reject typos. Values
-    are read through `pulumi.Config`; structured ones arrive as JSON text.
-    """
-    wanted = {("gcp", "project"), ("gcp", "region")}
-    for full_key in pulumi.runtime.get_config_env():
-        namespace, _, key = full_key.partition(":")
-        if namespace == project_name:
-            wanted.add((namespace, key.removeprefix("config:")))  # legacy `ns:config:key`
-    values: dict[str, Any] = {}
-    for namespace, key in sorted(wanted):
-        value = pulumi.Config(namespace).get(key)
-        if value is not None:
-            values[f"{namespace}:{key}"] = value
-    return values
-
-
-def project_root() -> Path:
-    """The directory holding Pulumi.yaml, whatever directory Pulumi runs the program from."""
-    here = Path(__file__).resolve().parent
-    for directory in (here, *here.parents):
-        if (directory / "Pulumi.yaml").is_file():
-            return directory
-    raise ConfigError(f"no Pulumi.yaml above {here}")
-
-
-for warning in provider_key_warnings(pulumi.runtime.get_config_env()):
-    pulumi.log.warn(warning)
-try:
-    config = parse_config(stack_values(pulumi.get_project()), pulumi.get_project())
-    handler_dir = project_root() / config.handler_dir
-    check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
-    schedule = DedupSchedule(
-        config.name_prefix, DedupScheduleArgs(config=config, handler_dir=handler_dir)
-    )
-except (ConfigError, HandlerSourceError) as error:
-    # A clean one-line failure instead of a Python traceback in `pulumi up`.
-    raise pulumi.RunError(str(error)) from None
-
-pulumi.export("serviceUrl", schedule.service_url)
-pulumi.export("jobNames", schedule.job_names)
-pulumi.export("runtimeServiceAccount", schedule.runtime_service_account)
-pulumi.export("invokerServiceAccount", schedule.invoker_service_account)
-pulumi.export("buildServiceAccount", schedule.build_service_account)
-pulumi.export("database", schedule.database)
-pulumi.export("collection", schedule.collection)
-pulumi.export("forceRunCommands", schedule.force_run_commands)
-# Whether waiting duplicates can starve other jobs' deliveries, with the numbers.
-handler_capacity = capacity(config)
-if not handler_capacity.holds:
-    pulumi.log.warn(f"handler capacity: {handler_capacity.summary()}")
-pulumi.export("handlerCapacity", handler_capacity.summary())
+deploy(Path(__file__).parent)

@@ -25,6 +25,9 @@ from scheduler_dedup.offline.stack_file import (
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REPO_STACKS = tuple(stack_names(REPO_ROOT))
+# The template's own handler and policy pack (the tools default to the current directory's).
+HANDLER_DIR = REPO_ROOT / "handler"
+PACK_DIR = REPO_ROOT / "policies"
 # Three jobs in three time zones, retries from none to five, deadlines from 2 to 15 minutes;
 # it passes the policy pack with no violation, advisory ones included.
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixture_project"
@@ -49,14 +52,19 @@ def machinery_project(directory: Path) -> Path:
     """A copy of the Pulumi project (program and handler) that deploys the fixture stack.
 
     The copy's handler/jobs.py defines the fixture's jobs, in place of the team's, so
-    the program's check that the handler defines every job passes without them.
+    the program's check that the handler defines every job passes without them. Its
+    handler/ holds no runledger, as a team's copy: the archive takes the installed one.
     """
     project = directory / "my-schedule"
     project.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "venv")
     shutil.copy2(REPO_ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    for part in ("infra", "handler"):
-        shutil.copytree(REPO_ROOT / part, project / part, ignore=ignore)
+    shutil.copytree(REPO_ROOT / "infra", project / "infra", ignore=ignore)
+    shutil.copytree(
+        REPO_ROOT / "handler",
+        project / "handler",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "runledger"),
+    )
     shutil.copy2(stack_file(FIXTURE_DIR, FIXTURE_STACK), stack_file(project, FIXTURE_STACK))
     ids = tuple(job.id for job in fixture_config().jobs)
     (project / "handler" / "jobs.py").write_text(

@@ -3,7 +3,10 @@
 - No import loop among the modules of each deployable part (handler/, infra/,
   scheduler_dedup/, policies/): every import counts, at module level, inside a
   function or under TYPE_CHECKING, since each is a dependency a reader follows.
-- No module over MAX_LINES lines in those parts.
+- The handler's modules import one way, down `LAYERS` (docs/architecture.md,
+  "Layers"): a module imports its own layer and the layers below, never one
+  above, and no two parts of a layer import each other both ways. Every import
+  counts, as for loops. A module may be as long as its one idea needs.
 - Each contract name (every DEDUP_* variable, every HTTP header the code
   names) is spelled as a string literal at most once outside the tests, so it
   has one home its readers and writers import. The policy pack ships without
@@ -24,7 +27,6 @@ import pytest
 from runledger import config, facts, schedules
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_LINES = 400
 # Each part, and the folder its top-level modules import from (a file's module
 # name is its path below that folder).
 PARTS = {
@@ -140,14 +142,138 @@ def test_no_import_loop(part: str) -> None:
     assert cycle is None, f"{part}/ has an import loop: {' -> '.join(cycle or ())}"
 
 
-@pytest.mark.parametrize("part", sorted(PARTS))
-def test_no_module_over_the_line_limit(part: str) -> None:
-    long = {
-        str(path.relative_to(ROOT)): count
-        for path in _part_files(part)
-        if (count := len(path.read_text().splitlines())) > MAX_LINES
+# The handler's layers, bottom first (docs/architecture.md, "Layers"). Each names
+# its parts: a package (and every module below it) or one module; a module is in
+# the part that names it most closely. The package `runledger` itself, what a
+# jobs module imports (`from runledger import Jobs`), is a part of its own: it
+# names no module below it.
+LAYERS = (
+    (
+        "keys",
+        ("runledger.exceptions", "runledger.facts", "runledger.config", "runledger.schedules"),
+    ),
+    ("ledger", ("runledger.ledger",)),
+    ("sdk", ("runledger", "runledger.sdk", "runledger.targets")),
+    ("delivery", ("runledger.delivery",)),
+    ("audit", ("runledger.audit",)),
+    ("backfill", ("runledger.backfill",)),
+    ("ops", ("runledger.ops",)),
+    # What wires the layers together: the App that routes every request, the audit
+    # as the job it serves (audit, catch-up, then the backfill pass), a job test's harness.
+    ("composition", ("runledger.delivery.app", "runledger.audit.job", "runledger.testing")),
+    # The deployed entry point and the team's jobs.
+    ("entry", ("main", "jobs")),
+)
+ROOT_PACKAGE = "runledger"
+
+
+def part_of(module: str) -> tuple[int, str, str] | None:
+    """(layer index, layer name, part) of `module`, or None when no layer names it."""
+    found: tuple[int, str, str] | None = None
+    for index, (layer, parts) in enumerate(LAYERS):
+        for part in parts:
+            below = part != ROOT_PACKAGE and module.startswith(f"{part}.")
+            if (module == part or below) and (found is None or len(part) > len(found[2])):
+                found = (index, layer, part)
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in `graph` of a module in a higher layer than the importer's, said plainly."""
+    found = []
+    for module in sorted(graph):
+        importer = part_of(module)
+        for target in sorted(graph[module]):
+            imported = part_of(target)
+            if importer and imported and imported[0] > importer[0]:
+                found.append(
+                    f"{module} (layer {importer[1]}) imports {target} (layer {imported[1]}),"
+                    " a layer above it"
+                )
+    return found
+
+
+def part_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Part -> the other parts its modules import."""
+    parts: dict[str, set[str]] = defaultdict(set)
+    for module, targets in graph.items():
+        if (source := part_of(module)) is None:
+            continue
+        for target in targets:
+            if (imported := part_of(target)) and imported[2] != source[2]:
+                parts[source[2]].add(imported[2])
+    return dict(parts)
+
+
+def _graph_of(sources: dict[str, str]) -> dict[str, set[str]]:
+    """The import graph of modules given as source text (none of them a package's `__init__`)."""
+    return {
+        module: set(_imported(ast.parse(text), module, False, set(sources))) - {module}
+        for module, text in sources.items()
     }
-    assert long == {}, f"modules over {MAX_LINES} lines in {part}/"
+
+
+def test_an_import_up_the_layers_is_refused_wherever_it_stands() -> None:
+    graph = _graph_of(
+        {
+            "runledger.ledger.machine": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from runledger.ops.cli import main\n"
+                "def f():\n    from runledger.delivery import identify\n"
+                "from runledger import facts\n"
+            ),
+            "runledger.ops.cli": "",
+            "runledger.delivery.identify": "from ..ledger import machine\n",
+            "runledger.facts": "",
+        }
+    )
+    assert upward_imports(graph) == [
+        "runledger.ledger.machine (layer ledger) imports runledger.delivery.identify"
+        " (layer delivery), a layer above it",
+        "runledger.ledger.machine (layer ledger) imports runledger.ops.cli (layer ops),"
+        " a layer above it",
+    ]
+
+
+def test_two_parts_of_one_layer_that_import_each_other_are_found() -> None:
+    graph = _graph_of(
+        {
+            "runledger.sdk.context": "from runledger.targets import start\n",
+            "runledger.sdk.registry": "",
+            "runledger.targets": "from runledger.sdk import registry\n",
+        }
+    )
+    assert upward_imports(graph) == []  # one layer: sdk
+    assert find_cycle(graph) is None  # and no module loop
+    assert find_cycle(part_graph(graph)) == ["runledger.sdk", "runledger.targets", "runledger.sdk"]
+
+
+def test_a_module_is_in_the_part_that_names_it_most_closely() -> None:
+    def named(module: str) -> tuple[str, str] | None:
+        found = part_of(module)
+        return None if found is None else found[1:]
+
+    assert named("runledger.delivery.app") == ("composition", "runledger.delivery.app")
+    assert named("runledger.delivery.identify") == ("delivery", "runledger.delivery")
+    assert named("runledger") == ("sdk", "runledger")
+    assert named("runledger.newpart") is None  # the package names no module below it
+
+
+def test_every_handler_module_has_a_layer() -> None:
+    unplaced = sorted(module for module in import_graph("handler") if part_of(module) is None)
+    assert unplaced == [], f"handler modules in no layer (add them to LAYERS): {unplaced}"
+
+
+def test_no_handler_import_goes_up_the_layers() -> None:
+    found = upward_imports(import_graph("handler"))
+    assert found == [], "imports up the layers:\n" + "\n".join(found)
+
+
+def test_no_two_parts_of_the_handler_import_each_other() -> None:
+    parts = part_graph(import_graph("handler"))
+    assert parts["runledger.backfill"] >= {"runledger.audit", "runledger.delivery"}
+    cycle = find_cycle(parts)
+    assert cycle is None, f"parts that import each other: {' -> '.join(cycle or ())}"
 
 
 def _literals(pattern: re.Pattern[str]) -> dict[str, list[str]]:

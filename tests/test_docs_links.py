@@ -163,6 +163,11 @@ def test_the_readme_first_screen_is_for_the_user() -> None:
     assert first_screen_problems(readme) == []
 
 
+def test_the_readme_first_screen_shows_how_a_team_makes_its_copy() -> None:
+    screen = (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert any(line.startswith("copier copy ") for line in screen[:FIRST_SCREEN_LINES])
+
+
 def test_the_runbook_has_a_section_per_alert_and_finding() -> None:
     assert set(RUNBOOK_ANCHORS) - anchors(RUNBOOK.read_text(encoding="utf-8")) == set()
 

@@ -1,11 +1,11 @@
 """Tests of the jobs in handler/jobs.py: edit this file alongside your jobs.
 
 Each test runs a job through the real handler logic and run ledger with
-`runledger.testing.JobHarness` (in memory; see tests/handler/test_testing.py
-for the same on the Firestore emulator), the way Cloud Scheduler's retries
-and duplicate deliveries reach it in production. The machinery's own tests
-never import these jobs, so replacing them keeps `make test` green once this
-file tests your jobs instead.
+`runledger.testing.JobHarness` (in memory; its docstring says how to run the
+same test on the Firestore emulator), the way Cloud Scheduler's retries and
+duplicate deliveries reach it in production. The machinery's own tests never
+import these jobs, so replacing them keeps `make test` green once this file
+tests your jobs instead. A team's copy starts with this file and these jobs.
 """
 
 from __future__ import annotations

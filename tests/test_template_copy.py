@@ -1,69 +1,306 @@
-"""A team copies the template the documented way and makes it its own: everything stays green.
+"""A team makes its repository with `copier copy` and keeps it current with `copier update`.
 
-The copy is made as docs/deploy.md says, with `make copy` (the tracked and new
-unignored files; no .venv, caches or history). Then, as a team does: every
-stack file of the template is deleted, one stack of the team's own is added
-(Pulumi.dev.yaml), handler/jobs.py holds the team's jobs and tests/test_jobs.py
-tests them. Nothing else is edited.
+The copy holds only the team's files (copier.yml, template/); the machinery is the
+`scheduler-dedup` package, pinned at the template commit the copy was made from.
+Copier renders committed state: each test copies from a `git clone` of this
+checkout, as a team's template source would be.
 
-Two depths, because the copy's whole `make test` builds a .venv and runs the
-entire suite again (many minutes):
+Two depths:
 
-- always (part of `make test`): in the copy, with this session's interpreter
-  pointed at the copy's code (PYTHONPATH, so the editable install of this
-  checkout is not used), the team's job test and the machinery tests that would
-  break first if anything depended on the example, `scheduler_dedup.offline.plan`,
-  `scheduler_dedup.offline.policy_check` and a short `scheduler_dedup.localrun.demo`
-  that runs the team's jobs;
-- marked `full_copy`, deselected in `make test` and run by `.ci/run` and the
-  GitHub workflow (`pytest -m full_copy tests/test_template_copy.py`): a fresh
-  `git clone` of the committed copy runs `make test`, `make plan`,
-  `make policy-check` and `make demo` exactly as a team types them, its own
-  .venv included.
+- always (part of `make test`, seconds): the file set (no machinery source), the
+  answers, the pin, the stack file with the answered values (valid for the program),
+  the entry points equal to the template's, and the questions' validation;
+- marked `full_copy`, deselected in `make test` and run by `.ci/run` and the GitHub
+  workflow (`pytest -m full_copy tests/test_template_copy.py`): the check a copy
+  depends on. A copy made from the previous tag, with a team's stack (a `*/15` job
+  whose retry window outlasts its interval among its jobs), jobs and test, runs its
+  own `make test` (its own .venv, the machinery installed from the pin); then
+  `copier update` to HEAD moves the pin, leaves the team's files byte-identical, and
+  `make test` passes again on the new machinery.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from dedup_schedule.config.parser import _PREFIX, parse_config
+from dedup_schedule.config.values import PROJECT_ID, REGION
+from scheduler_dedup.offline.stack_file import read_project_name, read_stack_values
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MACHINERY_TESTS = (
-    "tests/handler/test_config.py",
-    "tests/handler/test_main.py",
-    "tests/handler/test_testing.py",
-    "tests/infra/test_infra_config.py",
+ANSWERS = {
+    "gcp_project": "acme-sched-dev",
+    "gcp_region": "europe-west1",
+    "name_prefix": "acme",
+    "stack": "dev",
+}
+COPY_FILES = {
+    ".copier-answers.yml",
+    ".github/workflows/ci.yml",
+    ".gitignore",
+    "Makefile",
+    "Pulumi.dev.yaml",
+    "Pulumi.yaml",
+    "README.md",
+    "handler/jobs.py",
+    "handler/main.py",
+    "handler/requirements.txt",
+    "infra/__main__.py",
+    "infra/requirements.txt",
+    "policies/PulumiPolicy.yaml",
+    "policies/__main__.py",
+    "policies/requirements.txt",
+    "requirements-dev.txt",
+    "requirements-machinery.txt",
+    "ruff.toml",
+    "tests/test_jobs.py",
+}
+# The template's own files a copy carries unchanged (copier includes them); the
+# example jobs and their tests are the team's to replace.
+SHARED_FILES = (
+    "Pulumi.yaml",
+    "handler/jobs.py",
+    "tests/test_jobs.py",
+    "infra/__main__.py",
+    "handler/main.py",
+    "handler/requirements.txt",
+    "policies/PulumiPolicy.yaml",
+    "policies/__main__.py",
 )
+MACHINERY = ("runledger", "dedup_schedule", "dedup_policies", "scheduler_dedup")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=Acme", "-c", "user.email=dev@acme.example", *args]
+    done = subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _clean_env() -> dict[str, str]:
+    """This session's environment without what points at this checkout or its emulator."""
+    dropped = ("PYTHONPATH", "FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "VIRTUAL_ENV")
+    return {k: v for k, v in os.environ.items() if k not in dropped}
+
+
+def copier(cwd: Path, *args: str, **answers: str) -> subprocess.CompletedProcess[str]:
+    """`copier ARGS --trust --defaults --data K=V...` as a team types it."""
+    data = [f"--data={key}={value}" for key, value in answers.items()]
+    command = [sys.executable, "-m", "copier", *args, "--trust", "--defaults", *data]
+    return subprocess.run(
+        command, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout's committed state, as the Git repository a team copies from."""
+    clone = tmp_path_factory.mktemp("template") / "scheduler-dedup"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True, timeout=300)
+    return clone
+
+
+@pytest.fixture(scope="module")
+def copy(source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("copies") / "acme-schedules"
+    made = copier(source, "copy", "--vcs-ref", "HEAD", str(source), str(target), **ANSWERS)
+    assert made.returncode == 0, made.stderr
+    return target
+
+
+def files(directory: Path) -> set[str]:
+    return {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+
+
+def pin(directory: Path) -> str:
+    lines = (directory / "requirements-machinery.txt").read_text().splitlines()
+    (requirement,) = [line for line in lines if line and not line.startswith("#")]
+    return requirement
+
+
+def test_the_copy_holds_only_the_teams_files_and_no_machinery(copy: Path) -> None:
+    assert files(copy) == COPY_FILES
+    for package in MACHINERY:
+        assert not list(copy.rglob(package)), package
+
+
+def test_the_copy_records_its_answers_and_the_template_commit(copy: Path, source: Path) -> None:
+    answers = yaml.safe_load((copy / ".copier-answers.yml").read_text())
+    assert {key: answers[key] for key in ANSWERS} == ANSWERS
+    assert answers["_src_path"] == str(source)
+    head = _git(source, "rev-parse", "HEAD")
+    assert head.startswith(answers["_commit"].rsplit("-g", 1)[-1])
+
+
+def test_the_machinery_is_pinned_once_at_the_commit_the_copy_was_made_from(
+    copy: Path, source: Path
+) -> None:
+    head = _git(source, "rev-parse", "HEAD")
+    assert pin(copy) == f"scheduler-dedup @ git+file://localhost{source}@{head}"
+    # Every other requirements file reads the pin; none names the machinery itself.
+    readers = ("requirements-dev.txt", "infra/requirements.txt", "policies/requirements.txt")
+    for name in readers:
+        text = (copy / name).read_text()
+        assert "requirements-machinery.txt" in text, name
+        assert "scheduler-dedup" not in text, name
+    assert "-r requirements-machinery.txt" in (copy / "requirements-dev.txt").read_text()
+
+
+def test_the_stack_file_has_the_answers_and_one_job_the_program_accepts(copy: Path) -> None:
+    values = read_stack_values(copy, "dev")
+    assert values["gcp:project"] == "acme-sched-dev"
+    assert values["gcp:region"] == "europe-west1"
+    config = parse_config(values, read_project_name(copy))
+    assert config.name_prefix == "acme"
+    assert [job.id for job in config.jobs] == ["nightly-report"]
+    assert "nightly-report" in (copy / "handler" / "jobs.py").read_text()
+
+
+def test_the_entry_points_are_the_templates_own(copy: Path, source: Path) -> None:
+    for name in SHARED_FILES:
+        assert (copy / name).read_bytes() == (source / name).read_bytes(), name
+    assert "virtualenv: .venv" in (copy / "Pulumi.yaml").read_text()
+    assert ".venv/" in (copy / ".gitignore").read_text().splitlines()
+
+
+def _dry_make(copy: Path, *targets: str) -> str:
+    """What `make TARGETS` would run (`make -n`), without running it."""
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *targets],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_the_next_make_reinstalls_the_machinery_when_the_pin_moves(
+    copy: Path, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    first = _dry_make(team, "venv")
+    assert "--force-reinstall --no-deps -r requirements-machinery.txt" in first
+    (team / ".venv" / "bin").mkdir(parents=True)
+    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    assert "pip install" not in _dry_make(team, "venv")
+    # copier update rewrote the pin: the stamp no longer matches it.
+    pinned = (team / "requirements-machinery.txt").read_text().strip()
+    moved_pin = pinned.rsplit("@", 1)[0] + "@" + "0" * 40 + "\n"
+    (team / "requirements-machinery.txt").write_text(moved_pin)
+    os.utime(team / "requirements-machinery.txt", (1, 1))  # older than the stamp: content decides
+    os.utime(team / "requirements-dev.txt", (1, 1))
+    moved = _dry_make(team, "venv")
+    assert "--force-reinstall --no-deps -r requirements-machinery.txt" in moved
+    assert "cp requirements-machinery.txt .venv/.machinery" in moved
+
+
+def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
+    copy: Path, tmp_path: Path
+) -> None:
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    (team / ".venv" / "bin").mkdir(parents=True)
+    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
+        os.utime(team / name, (1, 1))
+    expected = {
+        "test": "-m scheduler_dedup.offline.stack_checks --dir .",
+        "test-jobs": "-m pytest -q -p no:cacheprovider tests/test_jobs.py",
+        "plan": "-m scheduler_dedup.offline.plan --dir .",
+        "policy-check": "-m scheduler_dedup.offline.policy_check --dir .",
+        "demo": "-m scheduler_dedup.localrun.demo",
+        "demo-stop": "-m scheduler_dedup.localrun.demo_keep stop",
+        "simulate": "-m scheduler_dedup.localrun.simulation",
+        "ops": "-m runledger.ops",
+        "lint": "-m ruff check .",
+    }
+    for target, command in expected.items():
+        dry = _dry_make(team, target)
+        assert command in dry, (target, dry)
+        assert "pip install" not in dry, target
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"name_prefix": "A"}, "name_prefix must be 2-22 lowercase letters"),
+        ({"name_prefix": "x" * 23}, "name_prefix must be 2-22 lowercase letters"),
+        ({"gcp_project": "Acme"}, "gcp_project must be a Google Cloud project id"),
+        ({"gcp_region": "europe"}, "gcp_region must be a Google Cloud region"),
+        ({"stack": "my stack"}, "stack must be a Pulumi stack name"),
+    ],
+)
+def test_a_bad_answer_is_refused_with_its_rule_and_writes_nothing(
+    source: Path, tmp_path: Path, answer: dict[str, str], message: str
+) -> None:
+    target = tmp_path / "copy"
+    made = copier(source, "copy", "--vcs-ref", "HEAD", str(source), str(target), **ANSWERS | answer)
+    assert made.returncode != 0
+    assert message in made.stderr
+    assert not target.exists()
+
+
+def test_the_questions_apply_the_programs_own_rules() -> None:
+    questions = yaml.safe_load((REPO_ROOT / "copier.yml").read_text())
+    for question, rule in (
+        ("gcp_project", PROJECT_ID),
+        ("gcp_region", REGION),
+        ("name_prefix", _PREFIX),
+    ):
+        assert f"regex_search('^{rule.pattern}$')" in questions[question]["validator"], question
+
+
+TEAM_STACK = """config:
+  gcp:project: acme-sched-dev
+  gcp:region: europe-west1
+  scheduler-dedup:namePrefix: acme
+  scheduler-dedup:jobs:
+    - id: nightly-close
+      schedule: "15 1 * * *"
+      timeZone: Europe/Paris
+      attemptDeadline: 300s
+      retry:
+        retryCount: 2
+    # Three attempts of 300 s and their backoffs outlast the 15-minute interval.
+    - id: quarter-hourly
+      schedule: "*/15 * * * *"
+      attemptDeadline: 300s
+      retry:
+        retryCount: 2
+"""
 TEAM_JOBS = '''"""Acme's jobs."""
 
 from __future__ import annotations
 
 import logging
 
-from runledger import Jobs, RunContext, TerminalJobError
+from runledger import Jobs, RunContext
 
 JOBS = Jobs()
 log = logging.getLogger(__name__)
 
 
-@JOBS.job("billing-close")
-def billing_close(ctx: RunContext) -> None:
-    total = ctx.stage("sum", lambda: 42)
-    log.info("closing the books at %s: %s", ctx.schedule_time, total)
+@JOBS.job("nightly-close")
+def nightly_close(ctx: RunContext) -> None:
+    log.info("closing the day before %s", ctx.schedule_time)
 
 
-@JOBS.job("cache-purge")
-def cache_purge(ctx: RunContext) -> None:
-    if ctx.body != b"purge":
-        raise TerminalJobError("nothing to purge")
-    log.info("purging the cache")
+@JOBS.job("quarter-hourly")
+def quarter_hourly(ctx: RunContext) -> None:
+    log.info("syncing up to %s", ctx.schedule_time)
 '''
-TEAM_TEST = '''"""Acme's job tests, written with runledger.testing."""
+TEAM_TEST = '''"""Acme's job tests."""
 
 from __future__ import annotations
 
@@ -72,191 +309,93 @@ from jobs import JOBS
 from runledger.testing import JobHarness
 
 
-def test_billing_close_runs_once_when_delivered_twice():
+def test_quarter_hourly_runs_once_when_delivered_twice():
     harness = JobHarness(JOBS)
-    assert harness.deliver("billing-close").outcome == "completed"
-    assert harness.deliver("billing-close").ran is False
-    assert harness.executions("billing-close") == 1
-
-
-def test_cache_purge_without_a_body_is_never_retried():
-    harness = JobHarness(JOBS)
-    assert harness.deliver("cache-purge").outcome == "failed_terminal"
-    assert harness.deliver("cache-purge").outcome == "duplicate_failed"
+    assert harness.deliver("quarter-hourly").outcome == "completed"
+    assert harness.deliver("quarter-hourly").ran is False
+    assert harness.executions("quarter-hourly") == 1
 '''
-TEAM_STACK = """config:
-  gcp:project: acme-billing-dev
-  gcp:region: europe-west1
-  scheduler-dedup:jobs:
-    - id: billing-close
-      schedule: "0 23 * * *"
-      timeZone: Europe/Paris
-    - id: cache-purge
-      schedule: "*/30 * * * *"
-      attemptDeadline: 60s
-      body: purge
-      retry:
-        retryCount: 2
-"""
-TEAM_JOB_IDS = ("billing-close", "cache-purge")
+TEAM_FILES = {
+    "Pulumi.dev.yaml": TEAM_STACK,
+    "handler/jobs.py": TEAM_JOBS,
+    "tests/test_jobs.py": TEAM_TEST,
+}
 
 
-def make_team_copy(target: Path) -> Path:
-    """The copy docs/deploy.md describes, with the team's stack, jobs and job test."""
-    subprocess.run(
-        ["make", "--no-print-directory", "copy", f"DEST={target}"],
-        cwd=REPO_ROOT,
-        check=True,
+def base_ref(source: Path) -> str:
+    """The previous tag with a copier.yml, else the commit that added copier.yml."""
+    described = subprocess.run(
+        ["git", "describe", "--tags", "--abbrev=0", "HEAD^"],
+        cwd=source,
         capture_output=True,
-        timeout=120,
-    )
-    for stack_file in target.glob("Pulumi.*.yaml"):
-        stack_file.unlink()
-    (target / "Pulumi.dev.yaml").write_text(TEAM_STACK, encoding="utf-8")
-    (target / "handler" / "jobs.py").write_text(TEAM_JOBS, encoding="utf-8")
-    (target / "tests" / "test_jobs.py").write_text(TEAM_TEST, encoding="utf-8")
-    return target
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    """This session's environment without what points at this checkout or its emulator."""
-    dropped = ("PYTHONPATH", "FIRESTORE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "VIRTUAL_ENV")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    return {**env, **extra}
-
-
-@pytest.fixture(scope="module")
-def team_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_team_copy(tmp_path_factory.mktemp("copies") / "acme-schedules")
-
-
-def _run(copy: Path, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
-    """`python ARGS` in the copy, importing the copy's packages, not this checkout's."""
-    paths = [copy, copy / "handler", copy / "infra", copy / "policies"]
-    env = _clean_env(PYTHONPATH=os.pathsep.join(str(p) for p in paths))
-    command = [sys.executable, *args]
-    return subprocess.run(
-        command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout_s
-    )
-
-
-def test_the_copy_has_none_of_the_originals_state(team_copy: Path) -> None:
-    for leftover in (".venv", ".git", ".pytest_cache", ".ruff_cache", ".localrun"):
-        assert not (team_copy / leftover).exists(), leftover
-    assert not list(team_copy.rglob("__pycache__"))
-    assert not list(team_copy.rglob("*.egg-info"))
-    assert (team_copy / "Makefile").is_file() and (team_copy / "handler" / "main.py").is_file()
-
-
-def test_a_venv_copied_from_another_directory_is_rebuilt(tmp_path: Path) -> None:
-    # `make -n` shows what make would do: a stamp naming another directory means a rebuild.
-    copy = make_team_copy(tmp_path / "copy")
-    (copy / ".venv").mkdir()
-    (copy / ".venv" / ".installed").write_text(f"{REPO_ROOT}\n")
-    dry = subprocess.run(
-        ["make", "-n", "venv"], cwd=copy, capture_output=True, text=True, timeout=60
-    )
-    assert "rm -rf .venv" in dry.stdout and "-m venv .venv" in dry.stdout, dry.stdout
-    (copy / ".venv" / ".installed").write_text(f"{copy}\n")
-    for name in ("pyproject.toml", *(copy.glob("**/requirements*.txt"))):
-        os.utime(copy / name, (1, 1))  # older than the stamp: nothing to install
-    dry = subprocess.run(
-        ["make", "-n", "venv"], cwd=copy, capture_output=True, text=True, timeout=60
-    )
-    assert "-m venv" not in dry.stdout, dry.stdout
-
-
-@pytest.mark.firestore
-@pytest.mark.timeout(1800)
-def test_machinery_tests_and_the_teams_job_test_pass_with_other_jobs(team_copy: Path) -> None:
-    # About a minute on an idle machine; the margin is for a heavily loaded one, where
-    # this nested session once took over 600 s.
-    result = _run(
-        team_copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_jobs.py",
-        *MACHINERY_TESTS, timeout_s=1500,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "FIRESTORE EMULATOR MISSING" not in result.stdout
-    assert " passed" in result.stdout and "skipped" not in result.stdout
-
-
-def test_plan_without_a_stack_name_plans_the_teams_only_stack(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "scheduler_dedup.offline.plan")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Plan for stack 'dev'")
-    for job in TEAM_JOB_IDS:
-        assert f"+ gcp:cloudscheduler/job:Job  dedup-job-{job}" in result.stdout
-    assert "nightly-report" not in result.stdout
-    last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("summary: ") and "billing-close, cache-purge" in last
-
-
-def test_policy_check_without_a_stack_name_checks_the_teams_stack(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "scheduler_dedup.offline.policy_check")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert " on stack dev of " in result.stdout
-    assert "policy check passed: 0 mandatory" in result.stdout
-
-
-@pytest.mark.firestore
-@pytest.mark.timeout(600)
-def test_the_demo_runs_the_teams_own_jobs(team_copy: Path) -> None:
-    result = _run(team_copy, "-m", "scheduler_dedup.localrun.demo", "--runs", "2")
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    out = result.stdout
-    assert "work: your jobs from handler/jobs.py" in out
-    # The team's own log lines, each with its run.
-    assert "billing-close" in out and "closing the books at" in out
-    verdict = out.strip().splitlines()[-1]
-    assert verdict.startswith("verdict: exactly once HOLDS"), verdict
-    assert "billing-close, cache-purge" in verdict or "cache-purge, billing-close" in verdict
-
-
-def _make(clone: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """`make TARGET` in its own session, so that on a timeout all it started can be ended."""
-    command = ["make", "--no-print-directory", target]
-    process = subprocess.Popen(
-        command,
-        cwd=clone,
-        env=_clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        check=False,
     )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        # Ctrl-C first: pytest then stops its session's emulator (its own session) itself.
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    tag = described.stdout.strip()
+    if described.returncode == 0:
+        has_template = subprocess.run(
+            ["git", "cat-file", "-e", f"{tag}:copier.yml"], cwd=source, check=False
+        )
+        if has_template.returncode == 0:
+            return tag
+    first = _git(source, "log", "--diff-filter=A", "--format=%H", "--", "copier.yml")
+    commit = first.splitlines()[-1]
+    print(f"no earlier tag with copier.yml: copying from {commit[:12]}, which added it")
+    return commit
 
 
-@pytest.mark.firestore
+def make(copy: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", target],
+        cwd=copy,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
 @pytest.mark.timeout(3600)
 @pytest.mark.full_copy
-def test_a_fresh_clone_of_the_teams_copy_is_green_with_the_commands_a_team_types(
-    tmp_path: Path,
+def test_a_copy_from_the_previous_version_is_green_before_and_after_copier_update(
+    source: Path, tmp_path: Path
 ) -> None:
-    copy = make_team_copy(tmp_path / "acme-schedules")
-    git = ["git", "-c", "user.name=Acme", "-c", "user.email=dev@acme.example"]
-    subprocess.run(["git", "init", "-q"], cwd=copy, check=True, timeout=60)
-    subprocess.run(["git", "add", "-A"], cwd=copy, check=True, timeout=60)
-    subprocess.run([*git, "commit", "-q", "-m", "From the template"], cwd=copy, check=True)
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(copy), str(clone)], check=True, timeout=120)
+    base = base_ref(source)
+    head = _git(source, "rev-parse", "HEAD")
+    copy = tmp_path / "acme-schedules"
+    made = copier(source, "copy", "--vcs-ref", base, str(source), str(copy), **ANSWERS)
+    assert made.returncode == 0, made.stderr
+    for name, text in TEAM_FILES.items():
+        (copy / name).write_text(text, encoding="utf-8")
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    _git(copy, "commit", "-q", "-m", "Acme's schedules")
 
-    for target, budget_s in (("test", 2400), ("plan", 600), ("policy-check", 600)):
-        result = _make(clone, target, budget_s)
-        assert result.returncode == 0, f"make {target}\n{result.stdout[-4000:]}{result.stderr}"
-    assert (clone / ".venv" / ".installed").read_text().strip() == str(clone)
-    demo = _make(clone, "demo", 900)
-    assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr
-    verdict = demo.stdout.strip().splitlines()[-1]
-    assert verdict.startswith("verdict: exactly once HOLDS") and "billing-close" in verdict
+    # The first make builds .venv and installs the machinery from the pin (minutes).
+    before = make(copy, "test", 1500)
+    assert before.returncode == 0, before.stdout[-6000:] + before.stderr[-3000:]
+    assert "capacity of stack dev: " in before.stdout and ": holds" in before.stdout
+    assert "stack checks passed (1 stack(s)" in before.stdout
+
+    updated = copier(copy, "update", "--vcs-ref", head)
+    assert updated.returncode == 0, updated.stderr
+    for name, text in TEAM_FILES.items():
+        assert (copy / name).read_text(encoding="utf-8") == text, name
+    assert pin(copy).endswith(f"@{head}")
+    assert not list(copy.rglob("*.rej"))
+
+    after = make(copy, "test", 900)
+    assert after.returncode == 0, after.stdout[-6000:] + after.stderr[-3000:]
+    assert "--force-reinstall --no-deps -r requirements-machinery.txt" in after.stdout
+    assert (copy / ".venv" / ".machinery").read_text() == (
+        copy / "requirements-machinery.txt"
+    ).read_text()
+    installed = subprocess.run(
+        [str(copy / ".venv" / "bin" / "python"), "-m", "pip", "show", "-f", "scheduler-dedup"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "runledger/__init__.py" in installed.stdout
+    direct_url = next((copy / ".venv").glob("lib/python*/site-packages/scheduler_dedup-*"))
+    assert head in (direct_url / "direct_url.json").read_text()

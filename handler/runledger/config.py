@@ -32,6 +32,28 @@ ALLOWED_INVOKER_IDS_ENV = "DEDUP_ALLOWED_INVOKER_IDS"
 ALLOWED_PROJECTS_ENV = "DEDUP_ALLOWED_PROJECTS"
 ALLOWED_REGIONS_ENV = "DEDUP_ALLOWED_REGIONS"
 DUPLICATE_WAIT_ENV = "DEDUP_DUPLICATE_WAIT_SECONDS"
+CONTRACT_ENV = "DEDUP_CONTRACT_VERSION"
+
+
+def contract_env() -> dict[str, str]:
+    """The contract version as the program sets it on the function (`facts.CONTRACT_VERSION`)."""
+    return {CONTRACT_ENV: str(facts.CONTRACT_VERSION)}
+
+
+def check_contract(env: Mapping[str, str]) -> None:
+    """Refuse an environment written by a program of another contract version, or by none.
+
+    Such a program writes variables this handler reads differently (or not at all), so
+    starting would run jobs by settings nobody chose: one line names both versions.
+    """
+    raw = env.get(CONTRACT_ENV, "").strip()
+    if raw != str(facts.CONTRACT_VERSION):
+        deployed = f"contract {raw!r}" if raw else "no contract version (an older program)"
+        raise ConfigError(
+            f"{CONTRACT_ENV}: this handler speaks contract {facts.CONTRACT_VERSION}, but the "
+            f"program that deployed it set {deployed}; deploy the program and the handler "
+            "from one scheduler-dedup version"
+        )
 
 
 class ManualRuns(StrEnum):
@@ -93,6 +115,7 @@ class Settings:
         invoker allow-list) is left out, which is how `from_env` reads it.
         """
         env = {
+            **contract_env(),
             COLLECTION_ENV: self.collection,
             DATABASE_ENV: self.database,
             LEASE_ENV: _seconds_text(self.lease),

@@ -300,6 +300,12 @@ PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 
 # --- the handler's settings -----------------------------------------------------------------
 
+# The contract between the Pulumi program and the handler it deploys: the DEDUP_* variables,
+# DEDUP_SCHEDULES and what the handler makes of them. The program sets it on the function
+# (DEDUP_CONTRACT_VERSION) and a handler of another contract refuses to start; raise it with
+# any change one side reads differently from the other (CHANGELOG.md says when it moved).
+CONTRACT_VERSION = 1
+
 DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_LEASE_S = 360
 # DEDUP_HEARTBEAT_SECONDS: the lease a claim takes and each renewal grants, renewed every
@@ -360,6 +366,8 @@ JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)
 # (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).
 OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"
 OUTCOME_OVERLAP_DELAYED = "overlap_delayed"
+# A delivery (or a backfill's run) of a run another attempt holds under a live lease.
+OUTCOME_DUPLICATE_IN_PROGRESS = "duplicate_in_progress"
 
 # --- the overlap policy ---------------------------------------------------------------------
 

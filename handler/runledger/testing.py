@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV
+from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV, contract_env
 from runledger.delivery.app import App
 from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
@@ -91,14 +91,16 @@ class JobHarness:
 
         The app is built as the handler builds itself (`App.from_env`), so a job's
         overlap policy, time zone and body apply here as in production. Deliveries
-        carry DEDUP_ALLOWED_PROJECTS' and _REGIONS' one value (default: PROJECT, REGION).
+        carry DEDUP_ALLOWED_PROJECTS' and _REGIONS' one value (default: PROJECT, REGION);
+        the contract version is this handler's unless `env` sets it.
         """
         self._store = store if store is not None else MemoryRunStore()
         self._calls: list[RunContext] = []
         self._calls_lock = threading.Lock()
         self.clock = _Clock(now)
         self.app = App.from_env(
-            {ALLOWED_PROJECTS_ENV: PROJECT, ALLOWED_REGIONS_ENV: REGION} | dict(env or {}),
+            {ALLOWED_PROJECTS_ENV: PROJECT, ALLOWED_REGIONS_ENV: REGION, **contract_env()}
+            | dict(env or {}),
             jobs={job_id: self._observed(fn) for job_id, fn in jobs.items()},
             store_factory=lambda: self._store,
             clock=self.clock,

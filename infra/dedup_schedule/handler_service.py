@@ -21,7 +21,7 @@ from dedup_schedule.config.model import ScheduleConfig
 from dedup_schedule.placement import Placement
 from dedup_schedule.project_setup import service_account
 from dedup_schedule.propagation import wait_for_grants
-from dedup_schedule.source import handler_files, source_digest
+from dedup_schedule.source import REQUIREMENTS, handler_archive
 from runledger.config import ALLOWED_INVOKER_IDS_ENV, ALLOWED_INVOKERS_ENV
 
 ENTRY_POINT = "handle_scheduled_job"
@@ -102,9 +102,13 @@ class HandlerService(pulumi.ComponentResource):
 def _upload_source(
     parent: HandlerService, args: HandlerServiceArgs
 ) -> tuple[gcp.storage.Bucket, gcp.storage.BucketObject]:
-    """The stack's source bucket and the handler's archive in it, named by content hash."""
+    """The stack's source bucket and the handler's archive in it, named by content hash.
+
+    The archive holds the team's handler files and the installed runledger
+    (`dedup_schedule.source`), so the build needs nothing but the package index.
+    """
     cfg, place = args.config, args.placement
-    files = handler_files(args.handler_dir)
+    archive = handler_archive(args.handler_dir)
     bucket = gcp.storage.Bucket(
         place.name("source"),
         gcp.storage.BucketArgs(
@@ -122,9 +126,12 @@ def _upload_source(
         place.name("source-archive"),
         gcp.storage.BucketObjectArgs(
             bucket=bucket.name,
-            name=f"handler-{source_digest(files)[:20]}.zip",
+            name=f"handler-{archive.digest()[:20]}.zip",
             source=pulumi.AssetArchive(
-                {name: pulumi.FileAsset(str(path)) for name, path in files.items()}
+                {
+                    **{name: pulumi.FileAsset(str(path)) for name, path in archive.files.items()},
+                    REQUIREMENTS: pulumi.StringAsset(archive.requirements),
+                }
             ),
         ),
         opts=place.opts(parent),

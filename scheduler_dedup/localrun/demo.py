@@ -102,7 +102,6 @@ from scheduler_dedup.localrun.demo_report import (
     misbehaviour,
 )
 from scheduler_dedup.localrun.demo_stack import (
-    REPO_ROOT,
     DemoFiles,
     HandlerEnv,
     StackError,
@@ -544,7 +543,7 @@ def run_demo(
     from scheduler_dedup.localrun.emulator import start_emulator
     from scheduler_dedup.localrun.handler_server import start_handler
 
-    project_dir = options.project_dir or REPO_ROOT
+    project_dir = options.project_dir or Path.cwd()
     if options.demo_jobs or options.without_dedup:
         own = None
         work = "the built-in demonstration jobs" + (" (--demo-jobs)" if options.demo_jobs else "")
@@ -633,7 +632,7 @@ def run_demo(
     if offset:
         clocked = {
             "source": Path(__file__).with_name("clocked_handler.py"),
-            "extra_pythonpath": (served, REPO_ROOT),
+            "extra_pythonpath": (served, project_dir),
         }
     started_emulator = None
     handler = None
@@ -769,7 +768,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     # the demo's reader can act on, so only that warning is silenced (as for `make ops`).
     warnings.filterwarnings("ignore", "You are using a Python version", FutureWarning)
     options = _parse(argv)
-    project_dir = options.project_dir or REPO_ROOT
+    project_dir = options.project_dir or Path.cwd()
     try:
         options = replace(options, stack=resolve_stack(options.stack, project_dir))
         config = load_stack(options.stack, project_dir)

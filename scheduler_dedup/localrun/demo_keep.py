@@ -26,7 +26,6 @@ from typing import TextIO
 
 from runledger.facts import JOB_HEADER, SCHEDULE_HEADER
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR_ENV = "DEMO_KEEP_DIR"
 STOP_COMMAND = "make demo-stop"
 # SIGTERM first; what is still alive after this long gets SIGKILL.
@@ -56,7 +55,8 @@ class KeepError(Exception):
 
 
 def _state_dir() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or REPO_ROOT / ".localrun")
+    """DEMO_KEEP_DIR, else the project's `.localrun` (make runs from the project's root)."""
+    return Path(os.environ.get(STATE_DIR_ENV) or Path.cwd() / ".localrun")
 
 
 def state_path() -> Path:
@@ -152,7 +152,8 @@ def kept_message(env: Mapping[str, str], curl: str | None) -> str:
 
 
 def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+    here = Path.cwd()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
 def stop(out: TextIO = sys.stdout) -> int:

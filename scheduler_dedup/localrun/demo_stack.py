@@ -54,8 +54,6 @@ from scheduler_dedup.offline.stack_file import (
     stack_file,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 # The longest attempt deadline of the stack lasts this long in the demo ...
 LONGEST_DEADLINE_S = 2.5
 # ... and no job's deadline is shorter than this, so that a loopback round
@@ -72,7 +70,7 @@ class StackError(Exception):
     """The stack cannot be loaded; the message is one line for the user."""
 
 
-def resolve_stack(stack: str | None, project_dir: Path = REPO_ROOT) -> str:
+def resolve_stack(stack: str | None, project_dir: Path) -> str:
     """`stack`, or the project's only stack file's name (several: one line listing them)."""
     try:
         return choose_stack(project_dir, stack)
@@ -80,7 +78,7 @@ def resolve_stack(stack: str | None, project_dir: Path = REPO_ROOT) -> str:
         raise StackError(str(exc)) from None
 
 
-def load_stack(stack: str, project_dir: Path = REPO_ROOT) -> ScheduleConfig:
+def load_stack(stack: str, project_dir: Path) -> ScheduleConfig:
     try:
         path = stack_file(project_dir, stack)
         if not path.is_file():
@@ -101,7 +99,7 @@ class OwnJobs:
     reason: str
 
 
-def own_jobs(config: ScheduleConfig, project_dir: Path = REPO_ROOT) -> OwnJobs:
+def own_jobs(config: ScheduleConfig, project_dir: Path) -> OwnJobs:
     """The stack's own jobs module when it defines every job id of the stack.
 
     Its job ids are read as `make plan` reads them (`dedup_schedule.job_ids`: the
@@ -125,7 +123,7 @@ def own_jobs(config: ScheduleConfig, project_dir: Path = REPO_ROOT) -> OwnJobs:
     return OwnJobs(module, f"your jobs from {where}")
 
 
-def handler_dir(config: ScheduleConfig, project_dir: Path = REPO_ROOT) -> Path:
+def handler_dir(config: ScheduleConfig, project_dir: Path) -> Path:
     """The handler the stack deploys: its `handlerDir`, relative to the project's Pulumi.yaml."""
     return (project_dir / config.handler_dir).resolve()
 

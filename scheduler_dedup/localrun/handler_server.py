@@ -17,11 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from runledger.config import contract_env
 from scheduler_dedup.localrun.emulator import free_port
 from scheduler_dedup.localrun.process import ServiceProcess, spawn
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-HANDLER_DIR = REPO_ROOT / "handler"
+
+def project_handler_dir() -> Path:
+    """The handler of the project the command runs in: `make` runs from its root.
+
+    Never this package's location: installed in a team's copy, the package is in
+    the copy's virtualenv, and the handler (its `main.py` and `jobs.py`) in the copy.
+    """
+    return Path.cwd() / "handler"
 
 
 @dataclass
@@ -47,25 +54,32 @@ def _wait_listening(url: str, process: subprocess.Popen[bytes], deadline_s: floa
 def start_handler(
     env: Mapping[str, str],
     *,
-    source: Path = HANDLER_DIR / "main.py",
+    source: Path | None = None,
     target: str = "handle_scheduled_job",
-    extra_pythonpath: tuple[Path, ...] = (REPO_ROOT,),
+    extra_pythonpath: tuple[Path, ...] | None = None,
     ready_timeout_s: float = 180.0,
 ) -> HandlerServer:
     """Start functions-framework on a free loopback port with `env` on top of ours.
 
+    The handler's contract version is set as the program sets it, unless `env` does.
+
     The source's directory comes first on PYTHONPATH, as in the deployed function
-    (`main` and the default `jobs` are top-level there). `extra_pythonpath` lets a
-    jobs module that is not installed (a test's, under `tests/`) be named in
-    DEDUP_JOBS_MODULE; the repository's packages come from the editable install.
+    (`main` and the default `jobs` are top-level there); the default source is the
+    project's `handler/main.py` (`project_handler_dir`). `extra_pythonpath`
+    (default: the current directory) lets a jobs module that is not installed (a
+    test's, under `tests/`) be named in DEDUP_JOBS_MODULE; the machinery comes from
+    the installed (or, in the template, editable) package.
     The start-up limit is generous (a loaded machine imports slowly); a handler
     that exits while starting fails at once.
     """
+    source = source or project_handler_dir() / "main.py"
+    if extra_pythonpath is None:
+        extra_pythonpath = (Path.cwd(),)
     port = free_port()
     pythonpath = [str(source.parent), *(str(p) for p in extra_pythonpath)]
     if existing := os.environ.get("PYTHONPATH"):
         pythonpath.append(existing)
-    child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(pythonpath)}
+    child_env = {**os.environ, **contract_env(), **env, "PYTHONPATH": os.pathsep.join(pythonpath)}
     child_env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     command = [
         sys.executable,

@@ -98,7 +98,9 @@ __all__ = [
     "run_program",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# Where `scheduler_dedup` is imported from (the template's root, or the site-packages
+# of the venv it is installed in), for a program Python that lacks it.
+TOOLS_PARENT = Path(__file__).resolve().parents[2]
 
 
 def _local_module_names(workdir: Path) -> set[str]:
@@ -234,7 +236,7 @@ def _run_elsewhere(python: str, project_dir: Path, stack: str) -> dict[str, Any]
     """Runs `python -m scheduler_dedup.offline.mockrun` in the program's environment; its result."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "result.json"
-        environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        environment = {**os.environ, "PYTHONPATH": str(TOOLS_PARENT)}
         command = [
             python,
             "-m",

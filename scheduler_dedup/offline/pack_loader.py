@@ -24,8 +24,6 @@ from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from scheduler_dedup.offline.errors import CheckError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_PACK_DIR = REPO_ROOT / "policies"
 # What the SDK reports as the pack version; the CLI shows PulumiPolicy.yaml's instead.
 SDK_PACK_VERSION = "0.0.1"
 

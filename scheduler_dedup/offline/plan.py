@@ -146,10 +146,23 @@ def format_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
     if isinstance(value, pulumi.AssetArchive):
-        return f"<archive of {len(value.assets)} files>"
+        return _archive_contents(value.assets)
     if isinstance(value, pulumi.Asset | pulumi.Archive):
         return f"<{type(value).__name__}>"
     return str(value)
+
+
+def _archive_contents(assets: dict[str, Any]) -> str:
+    """An archive's top level: its files, and each folder with how many files it holds."""
+    top: dict[str, int] = {}
+    for name in assets:
+        head, slash, _ = name.partition("/")
+        top[head + slash] = top.get(head + slash, 0) + 1
+    entries = (
+        f"{name} ({count} files)" if name.endswith("/") else name
+        for name, count in sorted(top.items())
+    )
+    return f"<archive of {len(assets)} files: {', '.join(entries)}>"
 
 
 def key_settings(resource: CapturedResource) -> list[tuple[str, str]]:

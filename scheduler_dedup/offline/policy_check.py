@@ -42,7 +42,7 @@ from pulumi_policy import EnforcementLevel
 from scheduler_dedup.offline.analyzer import Diagnostic, evaluate
 from scheduler_dedup.offline.errors import CheckError
 from scheduler_dedup.offline.event_loops import close_leftover_loops
-from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, load_pack
+from scheduler_dedup.offline.pack_loader import load_pack
 from scheduler_dedup.offline.policy_config import parse_policy_config
 from scheduler_dedup.offline.stack_file import StackFileError, choose_stack, read_project_name
 from scheduler_dedup.offline.stack_resources import as_first_preview, run_stack
@@ -96,7 +96,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--policy-pack",
         default=None,
-        help="policy pack directory (default: DIR/policies if present, else this repo's)",
+        help="policy pack directory (default: DIR/policies if present, else ./policies)",
     )
     parser.add_argument(
         "--policy-pack-config", default=None, help="JSON policy config, as for `pulumi preview`"
@@ -126,7 +126,8 @@ def run(argv: list[str] | None = None, out: Any = None) -> int:
     elif (project_dir / "policies" / "PulumiPolicy.yaml").is_file():
         pack_dir = project_dir / "policies"
     else:
-        pack_dir = DEFAULT_PACK_DIR
+        # The project `make` runs in (a template's or a copy's root), not this package's.
+        pack_dir = Path.cwd() / "policies"
     config = {}
     if args.policy_pack_config:
         try:

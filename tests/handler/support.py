@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from runledger.audit.pause_log import StateChange
 from runledger.audit.scheduler_state import Lister, LiveJob
 from runledger.backfill.queue import BackfillDocs
-from runledger.config import Settings
+from runledger.config import Settings, contract_env
 from runledger.delivery.app import App, Response
 from runledger.delivery.identify import identify_run
 from runledger.delivery.identify import scheduler_headers as delivery_headers
@@ -29,7 +30,7 @@ from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR
+from tests.stacks import HANDLER_DIR
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
 # The lease and retention of every test app (`settings()`) and ledger (`make_ledger`).
@@ -161,6 +162,7 @@ def make_app(
     audit: AuditSettings | None = None,
     live: Lister | None = None,
     backfills: Callable[[], BackfillDocs] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
     **env: str,
 ) -> App:
     """An app whose leases renew only when the test runs `renewals.run_due()`.
@@ -178,6 +180,7 @@ def make_app(
         audit=audit,
         live=live,
         backfills=backfills,
+        monotonic=monotonic,
     )
 
 
@@ -298,13 +301,14 @@ class Takeover:
 def start_main(**env: str) -> subprocess.CompletedProcess[str]:
     """Import the deployed entry point (`handler/main.py`) in a fresh process, as Cloud Run does.
 
-    `env` is added to this process's environment; the result carries the exit
-    status and the one line a bad setting prints.
+    `env` is added to this process's environment (and the program's contract version,
+    unless `env` sets it); the result carries the exit status and the one line a bad
+    setting prints.
     """
     return subprocess.run(
         [sys.executable, "-c", "import main"],
         cwd=HANDLER_DIR,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"} | env,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"} | contract_env() | env,
         capture_output=True,
         text=True,
         timeout=180,

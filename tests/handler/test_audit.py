@@ -26,7 +26,6 @@ from runledger.schedules import (
     parse_schedules,
 )
 from runledger.sdk.context import RunContext
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR
 from tests.handler import machinery_jobs
 from tests.handler.support import (
     LEASE,
@@ -40,6 +39,7 @@ from tests.handler.support import (
     settings,
     start_main,
 )
+from tests.stacks import HANDLER_DIR
 
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
 # The stack was deployed, and its first audit recorded each job's epoch, before

@@ -189,7 +189,7 @@ def test_with_catch_up_nothing_before_the_epoch_is_caught_up(firestore_store):
     assert executions == Counter({T0 + timedelta(minutes=10): 1, T0 + timedelta(minutes=20): 1})
 
 
-def test_deleting_an_epoch_only_narrows_what_is_judged(firestore_store, firestore_db):
+def test_a_deleted_epoch_comes_back_from_its_lasting_copy(firestore_store, firestore_db):
     clock = FakeClock(T0 - timedelta(hours=3))
     app = make_app(firestore_store, {"etl": lambda ctx: None}, clock, **SCOPE)
     config = configured(app, schedules({"id": "etl", "schedule": "0 * * * *"}))
@@ -199,7 +199,26 @@ def test_deleting_an_epoch_only_narrows_what_is_judged(firestore_store, firestor
 
     report = audit_of(firestore_store, app, config).run(timedelta(hours=6))
 
-    # 09:00 to 11:00 were due under the lost epoch; now they are no longer judged.
+    # 09:00 to 11:00 were due under the deleted epoch: still judged, and the epoch is back.
+    assert findings(report) == [("etl", f"{hour:02d}:00", "missed") for hour in (9, 10, 11)]
+    assert epoch_doc(firestore_db, "etl").to_dict()["epoch"] == T0 - timedelta(hours=3)
+
+
+def test_deleting_an_epoch_and_its_lasting_copy_judges_from_the_next_audit(
+    firestore_store, firestore_db
+):
+    clock = FakeClock(T0 - timedelta(hours=3))
+    app = make_app(firestore_store, {"etl": lambda ctx: None}, clock, **SCOPE)
+    config = configured(app, schedules({"id": "etl", "schedule": "0 * * * *"}))
+    audit_of(firestore_store, app, config).run()
+    clock.advance(hours=3)
+    key = epoch_key("acme-prod", "europe-west1", "etl")
+    epoch_doc(firestore_db, "etl").reference.delete()
+    firestore_db.document(f"runledger_epochs/scheduler_runs/epochs/{key}").delete()
+
+    report = audit_of(firestore_store, app, config).run(timedelta(hours=6))
+
+    # The operator's reset: 09:00 to 11:00 are no longer judged.
     assert (report.findings, report.before_epoch, report.pending) == ([], 5, 1)
     assert epoch_doc(firestore_db, "etl").to_dict()["epoch"] == clock()
 

@@ -311,9 +311,15 @@ def test_deleting_the_audits_documents_loses_only_evidence_never_a_run(
 
     lines = audit_lines(app, clock, capsys, START + timedelta(hours=3))
 
-    # The epoch starts again now, so nothing before it is judged; nothing ran twice
-    # or at all, and no time is excused on evidence that is gone.
-    assert [line["outcome"] for line in lines] == ["audit_summary"]
+    # The epoch comes back from its lasting copy and the look-back is judged again, but
+    # the sighting that showed 02:00 paused is gone, and the log is unread: 00:00 to
+    # 02:00 are of unknown state, reported, not caught up (03:00 has not settled).
+    # Nothing ran twice or at all, and no time is excused on evidence that is gone.
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [
+        stamp(START + timedelta(hours=hour)) for hour in range(3)
+    ]
+    assert all("job state unknown" in line["detail"] for line in missed)
     assert summary_of(lines)["paused_runs"] == 0
     assert not jobs.runs
     later = audit_lines(app, clock, capsys, START + timedelta(hours=5))

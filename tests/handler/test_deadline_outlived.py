@@ -3,19 +3,17 @@
 Scheduler ends the attempt at `attemptDeadline` while the job goes on; the final
 log line of such a delivery carries `attempt_deadline_s` and
 `outlived_attempt_deadline_s`, which the dashboard counts. The request's duration
-is read from the app's monotonic clock, moved here by the job itself.
+is read from the app's monotonic clock (injected), moved here by the job itself.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from runledger.delivery import app as app_module
 from runledger.schedules import AuditSettings, parse_schedules, schedules_json
 from tests.handler.support import deliver, make_app, scheduler_headers
 
@@ -35,10 +33,8 @@ class Monotonic:
 
 
 @pytest.fixture
-def monotonic(monkeypatch: pytest.MonkeyPatch) -> Monotonic:
-    clock = Monotonic()
-    monkeypatch.setattr(app_module, "time", SimpleNamespace(monotonic=clock))
-    return clock
+def monotonic() -> Monotonic:
+    return Monotonic()
 
 
 def audit(deadline_s: int) -> AuditSettings:
@@ -63,7 +59,7 @@ def test_a_run_longer_than_its_attempt_deadline_is_marked(
     def slow(ctx: object) -> None:
         monotonic.now += 200.25  # the job runs 200 s against a 180 s deadline
 
-    app = make_app(firestore_store, {JOB: slow}, clock, audit=audit(180))
+    app = make_app(firestore_store, {JOB: slow}, clock, audit=audit(180), monotonic=monotonic)
     response = deliver(app)
 
     assert (response.status, response.outcome) == (200, "completed")
@@ -78,7 +74,7 @@ def test_a_run_within_its_deadline_and_a_duplicate_carry_no_mark(
     def quick(ctx: object) -> None:
         monotonic.now += 179
 
-    app = make_app(firestore_store, {JOB: quick}, clock, audit=audit(180))
+    app = make_app(firestore_store, {JOB: quick}, clock, audit=audit(180), monotonic=monotonic)
     deliver(app)
     line = final_line(capsys)
     assert line["outcome"] == "completed"

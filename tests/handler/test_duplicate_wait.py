@@ -23,7 +23,6 @@ from runledger.delivery.identify import identify_run
 from runledger.exceptions import ConfigError, TerminalJobError
 from runledger.ledger.record import Status
 from runledger.schedules import audit_settings
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR
 from tests.handler.support import (
     LEASE,
     DrivenRenewals,
@@ -34,6 +33,7 @@ from tests.handler.support import (
     sequential_ids,
     settings,
 )
+from tests.stacks import HANDLER_DIR
 
 JOB = "wait-demo-job"
 HEADERS = scheduler_headers(job=JOB)

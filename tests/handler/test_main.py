@@ -14,9 +14,12 @@ import sys
 import pytest
 import requests
 
-from scheduler_dedup.localrun.handler_server import HANDLER_DIR, REPO_ROOT, start_handler
+from runledger import facts
+from runledger.config import contract_env
+from scheduler_dedup.localrun.handler_server import start_handler
 from tests.handler import machinery_jobs
 from tests.handler.support import scheduler_headers, start_main
+from tests.stacks import HANDLER_DIR, REPO_ROOT
 
 RECENT = "2026-10-16T12:00:00Z"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -112,12 +115,30 @@ def test_bad_setting_stops_start_up_with_one_line_naming_the_variable():
     )
 
 
+@pytest.mark.parametrize(
+    ("deployed", "said"),
+    [("2", "contract '2'"), ("", "no contract version (an older program)")],
+)
+def test_a_handler_deployed_by_a_program_of_another_contract_refuses_to_start(
+    deployed: str, said: str
+) -> None:
+    result = start_main(DEDUP_CONTRACT_VERSION=deployed)
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        f"handler configuration error: DEDUP_CONTRACT_VERSION: this handler speaks contract "
+        f"{facts.CONTRACT_VERSION}, but the program that deployed it set {said}; deploy the "
+        "program and the handler from one scheduler-dedup version"
+    )
+    # The program's own version starts (the other settings are defaults).
+    assert start_main(DEDUP_CONTRACT_VERSION=str(facts.CONTRACT_VERSION)).returncode == 0
+
+
 def test_a_first_delivery_imports_nothing_only_the_audit_ops_or_proxy_targets_need(
     firestore_emulator,
 ):
     firestore_emulator.clear()
     headers = json.dumps(dict(scheduler_headers(job="machinery-logs", schedule_time=RECENT)))
-    env = os.environ | firestore_emulator.env() | {"PYTHONWARNINGS": "ignore"}
+    env = os.environ | firestore_emulator.env() | {"PYTHONWARNINGS": "ignore"} | contract_env()
     env |= {
         "DEDUP_RETENTION_SECONDS": str(3650 * 86400),
         "DEDUP_JOBS_MODULE": machinery_jobs.MODULE,

@@ -1,5 +1,5 @@
 """The run store primitives (get, batch get, create, fenced update) act alike everywhere,
-and so do the audit store's (the audit's epochs and watermark shards).
+and so do the audit store's (the audit's epochs, their lasting copies, and watermark shards).
 
 Each test runs on the Firestore emulator and on the in-memory store.
 """
@@ -13,6 +13,8 @@ import pytest
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.epochs import AuditEpoch
+from runledger.ledger.firestore_store import AUDIT_COLLECTION
+from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.overlap import OverlapStore, Slot
 from runledger.ledger.record import Status
 from runledger.ledger.watermarks import JobMark, OpenRun, Sighting, StoredShard
@@ -98,6 +100,37 @@ def test_an_epoch_is_replaced_only_at_the_version_read(store):
         store.replace_epoch("e2", EPOCH, old)
     assert store.get_epochs(["e1", "e2"]) == {"e1": store.get_epochs(["e1"])["e1"]}
     assert store.get_epochs(["e1"])["e1"].epoch == moved
+
+
+def test_each_epoch_write_keeps_its_lasting_copy_and_a_refused_one_keeps_the_last(store):
+    store.create_epoch("e1", EPOCH)
+    assert store.get_lasting_epochs(["e1", "absent"]) == {"e1": EPOCH}
+    with pytest.raises(RecordExists):
+        store.create_epoch("e1", AuditEpoch("etl", "*/5 * * * *", "UTC", T0))
+    old = store.get_epochs(["e1"])["e1"].version
+    moved = AuditEpoch("etl", "*/5 * * * *", "UTC", T0 + timedelta(hours=1))
+    store.replace_epoch("e1", moved, old)
+    with pytest.raises(VersionConflict):
+        store.replace_epoch("e1", EPOCH, old)
+    assert store.get_lasting_epochs(["e1"]) == {"e1": moved}
+    assert store.get_lasting_epochs([]) == {}
+
+
+def test_a_lasting_copy_outlives_the_audit_documents_and_is_no_epoch(store, request):
+    store.create_epoch("e1", EPOCH)
+    _delete_audit_documents(store, request)
+    assert (store.get_epochs(["e1"]), store.get_lasting_epochs(["e1"])) == ({}, {"e1": EPOCH})
+    store.create_epoch("e1", EPOCH)  # written back as it was: a create, as the first
+    assert store.get_epochs(["e1"])["e1"].epoch == EPOCH
+
+
+def _delete_audit_documents(store, request) -> None:
+    """An operator's delete of runledger_audit (every document under it)."""
+    if isinstance(store, MemoryRunStore):
+        store.delete_audit_documents()
+        return
+    db = request.getfixturevalue("firestore_db")
+    db.recursive_delete(db.collection(AUDIT_COLLECTION))
 
 
 def test_epochs_are_not_runs(store):

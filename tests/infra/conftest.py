@@ -26,6 +26,7 @@ from scheduler_dedup.offline.mockrun import ProgramResources, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 
+# A team's handler as a copy holds it: no runledger (the archive takes the installed one).
 HANDLER_FILES = {
     "main.py": "def handle_scheduled_job(request):\n    return 'ok', 200\n",
     "requirements.txt": "functions-framework==3.10.2\n",
@@ -34,7 +35,6 @@ HANDLER_FILES = {
         "JOBS = {job: print for job in "
         "('nightly-report', 'hourly-sync', 'invoice-export', 'reindex')}\n"
     ),
-    "runledger/__init__.py": "",
 }
 
 # A multi-job stack: different time zones, deadlines, retry policies, a request body.

@@ -10,6 +10,7 @@ import pytest
 
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import parse_config
+from runledger import facts
 from runledger.schedules import parse_schedules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,6 +124,7 @@ def test_handler_env_carries_every_dedup_setting() -> None:
     )
 
     assert config.handler_env() == {
+        "DEDUP_CONTRACT_VERSION": str(facts.CONTRACT_VERSION),
         "DEDUP_COLLECTION": "runs",
         "DEDUP_DATABASE": "ledger-db",
         "DEDUP_LEASE_SECONDS": str(config.lease_seconds),

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+import runledger
+from dedup_schedule.source import handler_archive
+from runledger import facts
 from scheduler_dedup.offline.mockrun import (
     STACK_TYPE,
     CapturedResource,
@@ -241,6 +244,8 @@ def test_handler_environment_is_derived_from_the_job_config(resources) -> None:
     timeout = only(resources, FUNCTION).inputs["serviceConfig"]["timeoutSeconds"]
 
     assert env["DEDUP_COLLECTION"] == "scheduler_runs"
+    # The handler refuses to start under another program's contract.
+    assert env["DEDUP_CONTRACT_VERSION"] == str(facts.CONTRACT_VERSION)
     assert env["DEDUP_DATABASE"] == "run-ledger"
     assert env["DEDUP_PROJECT_HEADER"] == "X-Dedup-Project"
     assert env["DEDUP_REGION_HEADER"] == "X-Dedup-Region"
@@ -583,20 +588,32 @@ def test_a_handler_code_change_deploys_a_new_revision(
     assert changed.startswith("handler-") and changed.endswith(".zip")
 
 
-def test_archive_holds_the_handler_without_caches(
+def test_archive_holds_the_teams_handler_and_the_installed_runledger_without_caches(
     make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
 ) -> None:
+    # The project is laid out as a team's copy: handler/ has no runledger of its own.
     project = make_stack(multi_job_config)
     (project / "handler" / "__pycache__").mkdir()
     (project / "handler" / "__pycache__" / "jobs.cpython-311.pyc").write_bytes(b"\x00")
     archive = only(run_program(project, "test"), "gcp:storage/bucketObject:BucketObject")
 
-    assert sorted(archive.inputs["source"].assets) == [
-        "jobs.py",
-        "main.py",
-        "requirements.txt",
-        "runledger/__init__.py",
-    ]
+    assets = archive.inputs["source"].assets
+    installed = Path(runledger.__file__).parent
+    library = sorted(
+        f"runledger/{path.relative_to(installed).as_posix()}"
+        for path in installed.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+    assert sorted(assets) == sorted(["jobs.py", "main.py", "requirements.txt", *library])
+    assert "runledger/ledger/machine.py" in library
+    assert assets["runledger/facts.py"].path == str(installed / "facts.py")
+    # One requirements file: runledger's pins, the team's identical pin not repeated.
+    requirements = assets["requirements.txt"].text
+    assert (installed / "requirements.txt").read_text() in requirements
+    assert requirements.count("functions-framework") == 1
+    # Named by the hash over all of it, runledger included (tests/infra/test_infra_source.py).
+    digest = handler_archive(project / "handler").digest()
+    assert archive.inputs["name"] == f"handler-{digest[:20]}.zip"
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,10 @@ import pytest
 from runledger.schedules import AUDIT_JOB_VARIABLE
 from scheduler_dedup.offline.analyzer import evaluate
 from scheduler_dedup.offline.mockrun import CapturedResource
-from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, load_pack
+from scheduler_dedup.offline.pack_loader import load_pack
 from scheduler_dedup.offline.stack_resources import run_stack
 from tests.infra.conftest import SharedRuns, write_stack
+from tests.stacks import PACK_DIR
 
 PROJECT = "dedup-shared-project"
 REGION = "europe-west3"
@@ -102,7 +103,7 @@ def test_each_handler_serves_its_own_stacks_audit_job(two_stacks) -> None:
 
 
 def test_both_stacks_pass_the_policy_pack(project_copy: Path) -> None:
-    pack = load_pack(DEFAULT_PACK_DIR)
+    pack = load_pack(PACK_DIR)
     for stack, config in STACKS.items():
         write_stack(project_copy, stack, config)
         resources = run_stack(project_copy, stack, None, [])

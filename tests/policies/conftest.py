@@ -12,9 +12,10 @@ import pytest
 from policy_stack import compliant_stack, with_function_uri
 
 from scheduler_dedup.offline.analyzer import Diagnostic, evaluate
-from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, LoadedPack, load_pack
+from scheduler_dedup.offline.pack_loader import LoadedPack, load_pack
 from scheduler_dedup.offline.policy_config import parse_policy_config
 from scheduler_dedup.offline.stack_resources import StackResource
+from tests.stacks import PACK_DIR
 
 Check = Callable[..., list[Diagnostic]]
 
@@ -27,7 +28,7 @@ def stack() -> list[StackResource]:
 
 @pytest.fixture(scope="session")
 def pack() -> LoadedPack:
-    return load_pack(DEFAULT_PACK_DIR)
+    return load_pack(PACK_DIR)
 
 
 @pytest.fixture

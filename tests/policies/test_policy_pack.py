@@ -14,7 +14,8 @@ from pulumi_policy import EnforcementLevel, StackValidationPolicy
 from dedup_policies import handler_settings, pack_arguments, policies
 from dedup_policies.facts import cron_meaning_problem, unix_cron_problem
 from dedup_policies.scheduler_job import retry_window_seconds
-from scheduler_dedup.offline.pack_loader import DEFAULT_PACK_DIR, load_pack
+from scheduler_dedup.offline.pack_loader import load_pack
+from tests.stacks import PACK_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def _import_every_pack_module(prelude: str) -> int:
     )
     result = subprocess.run(
         [sys.executable, "-c", script],
-        cwd=DEFAULT_PACK_DIR,
+        cwd=PACK_DIR,
         capture_output=True,
         text=True,
         timeout=180,
@@ -64,7 +65,7 @@ def test_the_pack_needs_nothing_from_the_rest_of_the_repository() -> None:
 
 
 def test_entry_point_builds_exactly_this_pack() -> None:
-    loaded = load_pack(DEFAULT_PACK_DIR)
+    loaded = load_pack(PACK_DIR)
     assert loaded.arguments["name"] == pack_arguments()["name"]
     assert [p.name for p in loaded.arguments["policies"]] == [p.name for p in policies()]
 
@@ -229,10 +230,10 @@ def test_retry_window_of_out_of_range_counts_stays_within_the_platform_limits() 
 
 def test_an_edited_copy_of_the_pack_loads_its_own_code(tmp_path: Path) -> None:
     copy = tmp_path / "policies"
-    shutil.copytree(DEFAULT_PACK_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "venv"))
+    shutil.copytree(PACK_DIR, copy, ignore=shutil.ignore_patterns("__pycache__", "venv"))
     pack_module = copy / "dedup_policies" / "pack.py"
     pack_module.write_text(
         pack_module.read_text().replace('PACK_NAME = "gcp-scheduler-dedup"', 'PACK_NAME = "edited"')
     )
     assert load_pack(copy).arguments["name"] == "edited"
-    assert load_pack(DEFAULT_PACK_DIR).arguments["name"] == "gcp-scheduler-dedup"
+    assert load_pack(PACK_DIR).arguments["name"] == "gcp-scheduler-dedup"

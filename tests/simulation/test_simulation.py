@@ -1,11 +1,8 @@
 """The deterministic simulation: a fixed set of seeds holds the rule, and it catches bugs.
 
-`HELD_BACK` names the fault classes (`scenario.FEATURES`) whose fixes have not
-merged yet: the fixed seeds run with every other class on and must show no
-violation. Each held-back class has a seed that shows its bug on today's code
-(`BUG_SEEDS`); that test fails once the fix lands, which is the signal to take
-the class out of `HELD_BACK` (and out of `BUG_SEEDS`). The mutation tests
-break the ledger on purpose and require the simulator to notice.
+The fixed seeds run with every fault class (`scenario.FEATURES`) on and must
+show no violation. The mutation tests break the ledger on purpose and require
+the simulator to notice.
 """
 
 from __future__ import annotations
@@ -20,24 +17,10 @@ from runledger.ledger.record import FINAL_STATUSES, Status
 from scheduler_dedup.localrun.simulation.run import run_seed
 from scheduler_dedup.localrun.simulation.scenario import FEATURES
 
-# The coordinator takes a class out of here when its fix merges (issue 27).
-HELD_BACK = frozenset(
-    {
-        "delete_audit_docs",  # open: deleted epochs and watermarks leave earlier times unjudged
-        "backfill_overlap",  # open: with backfills meeting running holders, audits stop settling
-        "audit_crash_after_save",  # found here: findings lost after the watermark write
-    }
-)
-ON = frozenset(FEATURES) - HELD_BACK
+ON = frozenset(FEATURES)
 # Seeds of the suite, in chunks the test workers share: about 30 s of one core.
 FIXED_SEEDS = range(24)
 CHUNK = 6
-# A seed that shows each held-back class's bug on today's code (found by `make simulate`).
-BUG_SEEDS = {
-    "delete_audit_docs": 0,
-    "backfill_overlap": 15,
-    "audit_crash_after_save": 0,
-}
 
 
 def _violations(seeds: range, features: frozenset[str] = ON) -> list[str]:
@@ -58,16 +41,6 @@ def test_a_seed_replays_to_the_same_history():
     assert first.faults == second.faults
 
 
-@pytest.mark.parametrize("feature", sorted(HELD_BACK))
-def test_each_held_back_class_still_shows_its_bug(feature):
-    """Fails once the fix merges: then take `feature` out of HELD_BACK and BUG_SEEDS."""
-    seed = BUG_SEEDS[feature]
-    assert _violations(range(seed, seed + 1), ON | {feature}), (
-        f"seed {seed} shows no violation with {feature} on: its fix has landed, so take "
-        f"{feature} out of HELD_BACK"
-    )
-
-
 def _patch_takeover(monkeypatch, rule):
     for module in (machine, overlap, pipeline, duplicate_wait):
         monkeypatch.setattr(module, "may_take_over", rule)
@@ -76,7 +49,7 @@ def _patch_takeover(monkeypatch, rule):
 # Seeds whose worlds reach the broken rule: a takeover, a duplicate of a final run,
 # a holder cut off from the store whose lease runs out while a duplicate polls.
 MUTATION_SEEDS = range(4)
-SKEW_SEEDS = range(23, 24)
+SKEW_SEEDS = range(13, 14)
 
 
 def test_a_takeover_that_ignores_the_lease_is_caught(monkeypatch):

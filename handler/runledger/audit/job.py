@@ -3,7 +3,10 @@
 The stack's audit Scheduler job delivers under the audit's own job id
 (DEDUP_AUDIT_JOB); the audit then runs as that run's job, so two deliveries of
 one audit time audit once. It audits from the watermarks
-(`runledger.ledger.watermarks`): each settled run read once. Each catch-up goes
+(`runledger.ledger.watermarks`): each settled run read once, each finding's
+line logged before the watermark write that moves past it, so an audit that
+dies after that write has lost no finding (the next audit judges again what
+one that dies before it had logged). Each catch-up goes
 through the handler's own claim (`catch_up`), as a delivery does, so a late
 Scheduler retry of that run and the audit cannot both run it. After judging,
 it runs the pending backfill requests (`runledger.backfill.runs`) through
@@ -16,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 
-from runledger.audit.report import log_report
+from runledger.audit.report import log_findings, log_summary
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister
 from runledger.backfill.queue import BackfillDocs
@@ -64,12 +67,13 @@ def audit_job(
             catch_up=caught_up,
             live=live,
             marks=current.audit_marks(settings.project, settings.region),
+            emit=log_findings,
         )
         report = audit.run()
         if backfills is not None:
             runner = Runner(current, jobs or {}, audit.identity, catch_up, context.ensure_lease)
             tally = run_pending(backfills(), runner, settings.project, settings.region)
             report = replace(report, backfill=tally.to_json())
-        log_report(report, job=settings.job)
+        log_summary(report, job=settings.job)
 
     return run_audit

@@ -6,6 +6,7 @@ The stack's log-based metrics and alerts count these lines by `outcome`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any
 
 from runledger import facts
@@ -31,7 +32,13 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
 
     job: the audit's own job id (DEDUP_AUDIT_JOB), which the summary line carries.
     """
-    for item in report.findings:
+    log_findings(report.findings, stream)
+    log_summary(report, stream, job)
+
+
+def log_findings(findings: Sequence[AuditFinding], stream: IO[str] | None = None) -> None:
+    """One structured line per finding: the handler's audit logs them before its watermarks move."""
+    for item in findings:
         if item.schedule_time is None:
             log_line(
                 _SEVERITY[item.finding],
@@ -59,6 +66,15 @@ def log_report(report: AuditReport, stream: IO[str] | None = None, job: str = AU
             trigger=None if item.catch_up is None else facts.TRIGGER_CATCH_UP,
             detail=item.detail,
         )
+
+
+def log_summary(
+    report: AuditReport, stream: IO[str] | None = None, job: str = AUDIT_JOB_ID
+) -> None:
+    """The summary line, after the findings' lines.
+
+    job: the audit's own job id (DEDUP_AUDIT_JOB), which the summary line carries.
+    """
     counts = {kind.value: 0 for kind in Finding}
     for item in report.findings:
         counts[item.finding.value] += 1

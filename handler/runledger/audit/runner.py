@@ -40,9 +40,11 @@ reason and not caught up; enabled -> judged as above.
 Two ways to run. The handler's audit (`audit.job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
 document per job), the runs settled since, and the runs still open, so each
-settled run is read once and each finding logged once; findings still open are
-carried in the summary (`open`, `open_findings`). It reads at most READ_BUDGET
-runs; the rest wait behind the watermark for the next audit. The operator CLI
+settled run is read once and each finding logged once (its line goes out before
+the watermark write: again only if that write never lands, or loses a race);
+findings still open are carried in the summary (`open`, `open_findings`). It
+reads at most READ_BUDGET runs; the rest wait behind the watermark for the next
+audit. The operator CLI
 judges its whole window each time from the epochs alone: one epoch read per job
 and one document read per expected run (two for a wall time a daylight-saving
 change repeats), in batches of `BATCH` keys; `expected.MAX_READS` caps it, and a
@@ -71,7 +73,7 @@ from runledger.audit.pauses import (
     with_sighting,
 )
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
-from runledger.audit.walk import Walk, expired_count, listed_once
+from runledger.audit.walk import Walk, expired_count, listed_once, present_records
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.overlap import skipped
@@ -117,16 +119,18 @@ class Audit:
         catch_up: Callable[[RunIdentity], str] | None = None,
         live: Lister | None = None,
         marks: LedgerMarks | None = None,
+        emit: Callable[[Sequence[AuditFinding]], None] | None = None,
     ) -> None:
-        """Exactly one of `epochs` (judge the whole look-back) and `marks` (from the watermarks)."""
-        if (epochs is None) == (marks is None):
-            raise TypeError("Audit takes exactly one of epochs and marks")
+        """`epochs` (judge the whole look-back), or `marks` and `emit` (logs the findings)."""
+        if (epochs is None) == (marks is None) or (marks is None) != (emit is None):
+            raise TypeError("Audit takes epochs, or marks with emit")
         self._settings = settings
         self._lease = lease
         self._read = read
         self._clock = clock
         self._epochs = epochs
         self._marks = marks
+        self._emit = emit
         self._catch_up = catch_up
         self._live = live
         # Each job's state over this audit's window (`audit.pauses`), set by `run`.
@@ -191,7 +195,8 @@ class Audit:
             history_unread=history_unread(schedules, live),
         )
         if self._marks is not None:
-            return self._run_marked(self._marks, base, judged, states, live)
+            assert self._emit is not None  # given with marks, checked on construction
+            return self._run_marked(self._marks, self._emit, base, judged, states, live)
         assert self._epochs is not None  # one of the two, checked on construction
         listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
         for job_id, reason in failures.items():
@@ -205,7 +210,7 @@ class Audit:
         records = self._read_all(list(keys.values()))
         skips = 0
         for run in settled:
-            present = _present(run, records, keys, now)
+            present = present_records(run, records, keys, now)
             skips += skipped([record for _, record in present])
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
@@ -239,6 +244,7 @@ class Audit:
     def _run_marked(
         self,
         marks: LedgerMarks,
+        emit: Callable[[Sequence[AuditFinding]], None],
         base: AuditReport,
         judged: Sequence[JobSchedule],
         states: Mapping[str, JobState],
@@ -293,7 +299,7 @@ class Audit:
             looked = [(ExpectedRun(job, run.instants), run.finding) for run in walk.reopened]
             looked += [(run, None) for run in walk.new]
             for run, before in looked:
-                present = _present(run, records, keys, now)
+                present = present_records(run, records, keys, now)
                 found = [record for _, record in present]
                 finding = judge(run, found, now, self._lease)
                 skips += before is None and skipped(found)
@@ -331,14 +337,15 @@ class Audit:
             old = states[job.id].mark
             if mark != old:
                 new_marks[job.id] = mark
+        findings += [item for items in reported.values() for item in items]
+        emit(findings)  # before the watermarks move past them: a crash after loses none
         lost = marks.save(new_marks) if new_marks else set()
-        # What a concurrent audit judged first is its to report: drop this audit's view of it.
+        # A concurrent audit won those jobs' shard: the runs it keeps open are its to show.
         for job_id in lost:
-            reported.pop(job_id, None)
             still_open.pop(job_id, None)
         return replace(
             base,
-            findings=findings + [item for items in reported.values() for item in items],
+            findings=findings,
             checked=sum(len(walk.new) + len(walk.reopened) for walk in walks),
             pending=sum(walk.pending for walk in walks),
             before_epoch=sum(walk.before_epoch for walk in walks),
@@ -378,22 +385,6 @@ class Audit:
         ):
             catch_up = self._catch_up(identity)
         return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
-
-
-def _present(
-    run: ExpectedRun,
-    records: Mapping[str, RunRecord],
-    keys: Mapping[tuple[str, datetime], str],
-    now: datetime,
-) -> list[tuple[datetime, RunRecord]]:
-    """The run's unexpired records, by the instant each was stamped with."""
-    return [
-        (instant, records[keys[run.job.id, instant]])
-        for instant in run.instants
-        if keys[run.job.id, instant] in records
-        # past expire_at a record is as good as absent (TTL deletion is lazy)
-        and not records[keys[run.job.id, instant]].is_expired(now)
-    ]
 
 
 def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.pauses import Timeline, paused_at
+from runledger.ledger.record import RunRecord
 from runledger.ledger.watermarks import OpenRun
 from runledger.schedules import JobSchedule
 
@@ -90,3 +91,19 @@ def expired_count(job: JobSchedule, judged_to: datetime, start: datetime, epoch:
     except Exception:  # croniter's errors have no common base; the listing after says why
         return 0
     return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
+
+
+def present_records(
+    run: ExpectedRun,
+    records: Mapping[str, RunRecord],
+    keys: Mapping[tuple[str, datetime], str],
+    now: datetime,
+) -> list[tuple[datetime, RunRecord]]:
+    """The run's unexpired records, by the instant each was stamped with."""
+    return [
+        (instant, records[keys[run.job.id, instant]])
+        for instant in run.instants
+        if keys[run.job.id, instant] in records
+        # past expire_at a record is as good as absent (TTL deletion is lazy)
+        and not records[keys[run.job.id, instant]].is_expired(now)
+    ]

@@ -5,12 +5,17 @@ daylight saving included) and the records are read by key, as the audit reads:
 
     completed                          -> left alone
     skipped (overlap: skip)            -> left alone: deliberately not run
-    in progress under a live lease     -> left to its holder
     failed for good                    -> rerun_failed with --include-failed, else left
-    no record, released, lease ran out -> run
+    no record, released, in progress   -> run
     and, where no record says otherwise:
     inside a pause (`audit.pauses`)    -> left alone: deliberately not run
     no record, job state unknown       -> left alone, reported: nothing shows it was meant to run
+
+A run in progress is planned whatever its lease says by the operator's clock:
+whether that lease is live is the handler's clock's to decide, when the audit
+claims the time (`backfill.runs`): a live holder keeps it (the request waits
+for it), a lease that ran out is taken over and run. No clock the plan reads
+decides what runs, as for failures.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from runledger.audit.findings import rfc3339
 from runledger.audit.pauses import State, Timeline
 from runledger.audit.runner import BATCH
 from runledger.delivery.identify import run_key
-from runledger.ledger.machine import may_take_over
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.schedules import JobSchedule
@@ -91,7 +95,7 @@ def plan(
             for instant in run.instants
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
-        reason = _left_because(present, include_failed, now) or _state_reason(
+        reason = _left_because(present, include_failed) or _state_reason(
             line, run.schedule_time, bool(present)
         )
         if reason is not None:
@@ -113,15 +117,11 @@ def _state_reason(line: Timeline, moment: datetime, recorded: bool) -> str | Non
     return None
 
 
-def _left_because(present: list[RunRecord], include_failed: bool, now: datetime) -> str | None:
+def _left_because(present: list[RunRecord], include_failed: bool) -> str | None:
     if any(record.status is Status.COMPLETED for record in present):
         return "completed"
     if skipped(present):
         return "skipped (overlap: skip)"
-    if any(
-        record.status is Status.IN_PROGRESS and not may_take_over(record, now) for record in present
-    ):
-        return "in_progress"
     if any(record.status is Status.FAILED for record in present) and not include_failed:
         return "failed (add --include-failed to rerun)"
     return None

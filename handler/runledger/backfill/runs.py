@@ -12,8 +12,9 @@ the handler may disagree on the time. After each time the request's
 position moves on (fenced), so an audit that stops half-way leaves the rest to
 the next one and never repeats a time; at the end the request is marked done
 and leaves the queue. A time not run yet (`NOT_YET_OUTCOMES`: the ledger
-unreachable, or another run of a `skip`/`delay` job in progress) keeps the
-position where it is: the next audit tries that time again.
+unreachable, another run of a `skip`/`delay` job in progress, or the time held
+under a live lease) keeps the position where it is: the next audit tries that
+time again.
 """
 
 from __future__ import annotations
@@ -48,11 +49,19 @@ RAN_OUTCOMES = frozenset(
     {"completed", facts.OUTCOME_FAILED_TERMINAL, "failed_retryable", "lease_lost"}
 )
 # Outcomes in which the time was not run yet and nothing was recorded for it: the ledger
-# could not be reached, or another run of its job was in progress (a backfill run of a
-# `skip` or `delay` job waits, never `skipped`: the operator asked for it). The
-# request keeps its position, and the next audit tries the time again.
+# could not be reached, another run of its job was in progress (a backfill run of a
+# `skip` or `delay` job waits, never `skipped`: the operator asked for it), or the time
+# itself is held by an attempt whose lease is live by the handler's clock (the plan, on
+# the operator's clock, cannot tell a live lease from one that ran out). The request
+# keeps its position, and the next audit tries the time again: by then its holder has
+# finished it (a duplicate, done) or its lease has run out (taken over and run).
 NOT_YET_OUTCOMES = frozenset(
-    {*LEDGER_UNAVAILABLE_OUTCOMES, facts.OUTCOME_OVERLAP_DELAYED, facts.OUTCOME_OVERLAP_SKIPPED}
+    {
+        *LEDGER_UNAVAILABLE_OUTCOMES,
+        facts.OUTCOME_OVERLAP_DELAYED,
+        facts.OUTCOME_OVERLAP_SKIPPED,
+        facts.OUTCOME_DUPLICATE_IN_PROGRESS,
+    }
 )
 # A backfill run's line is a warning or an error where someone should look.
 _SEVERITY = {

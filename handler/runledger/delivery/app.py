@@ -18,7 +18,7 @@ from runledger import facts
 from runledger.audit.job import audit_job
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
-from runledger.config import Settings
+from runledger.config import Settings, check_contract
 from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
@@ -40,12 +40,17 @@ MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
 
 
-def configured_wait(settings: Settings, audit: AuditSettings) -> DuplicateWait | None:
+def configured_wait(
+    settings: Settings,
+    audit: AuditSettings,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DuplicateWait | None:
     """The duplicate wait DEDUP_DUPLICATE_WAIT_SECONDS asks for, bounded by each job's deadline."""
     if settings.duplicate_wait == timedelta(0):
         return None
     deadlines = {schedule.id: schedule.attempt_deadline for schedule in audit.schedules}
-    return DuplicateWait(deadlines, settings.lease, settings.duplicate_wait)
+    return DuplicateWait(deadlines, settings.lease, settings.duplicate_wait, monotonic, sleep)
 
 
 class App:
@@ -63,11 +68,13 @@ class App:
         audit: AuditSettings | None = None,
         live: Lister | None = None,
         backfills: Callable[[], BackfillDocs] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """`audit` (None: no audit) is served under its own job id (`audit.job`) next to `jobs`.
 
         `live` lists the audited jobs' live state (None: Scheduler is not asked);
-        `backfills` gives the backfill requests the audit runs (None: no backfill pass).
+        `backfills` gives the backfill requests the audit runs (None: no backfill pass);
+        `monotonic` times each request (its log line, the duplicate wait's budget).
         """
         self.settings = settings
         self.jobs = jobs
@@ -91,7 +98,9 @@ class App:
             lambda: self.jobs,
             clock,
             RenewalScheduler() if renewals is None else renewals,
+            monotonic,
         )
+        self._monotonic = monotonic
         self._ledger: Ledger | None = None
         self._ledger_lock = threading.Lock()
         # None: an in-progress duplicate is answered 409 at once.
@@ -119,18 +128,28 @@ class App:
         jobs: Mapping[str, JobFn] | None = None,
         store_factory: Callable[[], RunStore] | None = None,
         renewals: Renewals | None = None,
+        new_attempt_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        live: Lister | None = None,
+        backfills: Callable[[], BackfillDocs] | None = None,
     ) -> App:
         """Validate every setting now; connect to Firestore only on the first delivery.
 
         The one way to build the handler from DEDUP_*: the deployed handler calls it
         with the environment alone; every model of it (`runledger.testing.JobHarness`,
-        tests) passes its own `jobs` (None: DEDUP_JOBS_MODULE's), store and clock, so
-        overlap policies, time zones, bodies and the duplicate wait come from the same
-        DEDUP_SCHEDULES the handler reads. With a store injected, Cloud Scheduler is not
-        asked and no backfill queue is read: both live in the cloud. `clock` is the
-        deployed handler's real time; the local demo shifts it
-        (`scheduler_dedup.localrun.clocked_handler`).
+        the simulator, tests) passes its own `jobs` (None: DEDUP_JOBS_MODULE's), store
+        and clock, so overlap policies, time zones, bodies and the duplicate wait come
+        from the same DEDUP_SCHEDULES the handler reads. With a store injected, Cloud
+        Scheduler is asked only through an injected `live` and backfill requests are
+        read only from an injected `backfills` (both live in the cloud); without one,
+        the environment's are used. `clock` is the deployed handler's real time; the
+        local demo shifts it (`scheduler_dedup.localrun.clocked_handler`); the simulator
+        runs it all on a fake clock, `monotonic` and `sleep` (the duplicate wait's polls)
+        and `new_attempt_id` included. An environment of another contract version than
+        this handler's (`DEDUP_CONTRACT_VERSION`) is refused first.
         """
+        check_contract(env)
         settings = Settings.from_env(env)
         served = load_jobs(settings.jobs_module) if jobs is None else jobs
         audit = audit_settings(env, settings)
@@ -145,18 +164,24 @@ class App:
             client = firestore.Client(database=settings.database)
             return FirestoreRunStore(client, settings.collection)
 
+        if cloud and live is None:
+            live = scheduler_lister(audit.project, audit.region, env)
+        if cloud and backfills is None and audit.schedules:
+            backfills = firestore_backfills(settings)
         return cls(
             settings,
             served,
             firestore_store if store_factory is None else store_factory,
             clock=clock,
+            new_attempt_id=new_attempt_id,
             renewals=renewals,
-            duplicate_wait=configured_wait(settings, audit),
+            duplicate_wait=configured_wait(settings, audit, monotonic, sleep),
             zones={schedule.id: schedule.zone for schedule in audit.schedules},
             overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
             audit=audit,
-            live=scheduler_lister(audit.project, audit.region, env) if cloud else None,
-            backfills=firestore_backfills(settings) if cloud and audit.schedules else None,
+            live=live,
+            backfills=backfills,
+            monotonic=monotonic,
         )
 
     @property
@@ -177,10 +202,10 @@ class App:
             return self._ledger
 
     def handle(self, method: str, headers: Iterable[tuple[str, str]], body: bytes) -> Response:
-        started = time.monotonic()
+        started = self._monotonic()
         fields: dict[str, object] = {}
         response = self._respond(method, list(headers), body, fields, started)
-        elapsed_s = time.monotonic() - started
+        elapsed_s = self._monotonic() - started
         fields.update(outlived_deadline(fields, elapsed_s, self.deadlines))
         log_line(
             _SEVERITY.get(response.status // 100, "INFO"),
@@ -234,10 +259,14 @@ class App:
         sends, as DEDUP_SCHEDULES says (none: empty). `trigger` says who asked
         (the catch-up, or a backfill request: `runledger.backfill.runs`); such a
         run never waits for a duplicate, and one that meets a running holder of
-        its job stays pending for a later audit (`overlap_delayed`, nothing written).
+        its job stays pending for a later audit (`overlap_delayed`, nothing written),
+        a backfill's run after waiting for that holder as a duplicate delivery of
+        its job would (`RunPipeline._await_holder`).
         """
         run = replace(run, trigger=trigger)
-        return self._pipeline.run(run, Trigger(self.bodies.get(run.job, b"")), {})
+        wait = self._duplicate_wait if trigger == facts.TRIGGER_BACKFILL else None
+        start = Trigger(self.bodies.get(run.job, b""), holder_wait=wait)
+        return self._pipeline.run(run, start, {})
 
     def _joined(self, delivery: Delivery, fields: dict[str, object]) -> RunIdentity:
         """The run an unstamped forced run's copy belongs to: the earlier window's, if it began.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from runledger import facts
-from runledger.delivery.duplicate_wait import DuplicateWait
+from runledger.delivery.duplicate_wait import DuplicateWait, holder_working
 from runledger.delivery.log import log_line
 from runledger.delivery.responses import (
     Response,
@@ -44,13 +44,15 @@ class Trigger:
     """What one start of a run brings besides its identity.
 
     `wait`: the duplicate wait, or None (answered at once; a takeover, the audit's
-    runs); `started`: time.monotonic() when the request began, which the wait's
-    budget counts from.
+    runs); `started`: the App's monotonic clock when the request began, which the wait's
+    budget counts from. `holder_wait` (a backfill's run only): the wait for another
+    running run of its `skip`/`delay` job before it claims again (None: pending at once).
     """
 
     body: bytes
     wait: DuplicateWait | None = None
     started: float = 0.0
+    holder_wait: DuplicateWait | None = None
 
 
 class RunPipeline:
@@ -60,11 +62,13 @@ class RunPipeline:
         jobs: Callable[[], Mapping[str, JobFn]],
         clock: Callable[[], datetime],
         renewals: Renewals,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ledger = ledger
         self._jobs = jobs
         self._clock = clock
         self._renewals = renewals
+        self._monotonic = monotonic
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
@@ -73,6 +77,8 @@ class RunPipeline:
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable before claim")
         if isinstance(result, Yielded):
+            if trigger.holder_wait is not None:
+                return self._await_holder(run, result, trigger, fields)
             return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
@@ -98,7 +104,7 @@ class RunPipeline:
         try:
             waited = wait.wait(
                 run.job,
-                time.monotonic() - trigger.started,
+                self._monotonic() - trigger.started,
                 duplicate.record,
                 lambda: ledger.read(run.key),
                 self._clock,
@@ -114,6 +120,31 @@ class RunPipeline:
                 fields["took_over_from"] = record.attempt_id
             return self.run(run, Trigger(trigger.body), fields)
         return waited_response(record)
+
+    def _await_holder(
+        self, run: RunIdentity, result: Yielded, trigger: Trigger, fields: dict[str, object]
+    ) -> Response:
+        """A backfill's run met its job's running holder: wait for it as a duplicate would.
+
+        Tried only at an instant each audit, a time of a job whose runs nearly
+        always overlap (a minutely `skip` job that fires when the audit does)
+        would meet a holder at every audit and never run. So it polls the
+        holder's record, within the job's duplicate-wait budget, and claims once
+        more the moment the holder is done; still held then, it stays pending
+        (`overlap_delayed`) for the next audit.
+        """
+        ledger = self._ledger()
+        wait = trigger.holder_wait
+        assert wait is not None  # the caller checked
+        try:
+            waited = wait.wait(
+                run.job, 0.0, result.holder, lambda: ledger.read(result.holder_key), self._clock
+            )
+        except StoreUnavailable as exc:
+            return store_response(exc, "ledger unavailable while waiting for the running run")
+        if holder_working(waited.record, self._clock()):
+            return Response(*yielded_answer(result, fields))
+        return self.run(run, replace(trigger, holder_wait=None), fields)
 
     def _execute(
         self, run: RunIdentity, claim: Claim, body: bytes, fields: dict[str, object]

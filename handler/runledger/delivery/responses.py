@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runledger import facts
 from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import Duplicate
@@ -53,7 +54,7 @@ def duplicate_response(duplicate: Duplicate) -> Response:
         )
     return Response(
         409,
-        "duplicate_in_progress",
+        facts.OUTCOME_DUPLICATE_IN_PROGRESS,
         f"run in progress under attempt {record.attempt_id} until "
         f"{record.lease_expires.isoformat()}",
     )

@@ -14,10 +14,18 @@ sees a job creates its document with exists=false: concurrent audits agree on
 one epoch, since one create wins and the others read it. An audit that finds
 a different schedule or time zone there (a changed schedule, or a rollback to
 an earlier one) replaces the document at the version it read, with the epoch
-set to now. Every write moves an epoch to "now", so a lost, deleted or
-contended epoch only ever narrows what is judged, never reports a run that
-was not due. Writing needs only the `datastore.entities.create` and `update`
-the handler already has; the operator CLI only reads.
+set to now. Every other write moves an epoch to "now" (or back to what it
+was, below), so a lost or contended epoch only ever narrows what is judged,
+never reports a run that was not due. Writing needs only the
+`datastore.entities.create` and `update` the handler already has; the operator
+CLI only reads.
+
+Each write also keeps the epoch's lasting copy, in the same commit, where a
+delete of the audit's working documents (`runledger_audit`) does not reach
+(`EpochStore.get_lasting_epochs`). An audit that finds a job's epoch gone reads
+the copy, and if it holds for the job's schedule writes the epoch back as it
+was: the audit's watermarks, gone with it, then start again from that epoch,
+so the times due before the deletion and not yet judged are judged (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -79,11 +87,20 @@ class EpochStore(Protocol):
     def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
         """The epochs among `keys` that exist, by key, in one round trip."""
 
+    def get_lasting_epochs(self, keys: Sequence[str]) -> dict[str, AuditEpoch]:
+        """The lasting copies among `keys` that exist, by key, in one round trip."""
+
     def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
-        """Write a new epoch and return its version; raise RecordExists if the key is taken."""
+        """Write a new epoch and its lasting copy in one commit; return the epoch's version.
+
+        Raise RecordExists if the key is taken; then neither is written.
+        """
 
     def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
-        """Overwrite the epoch if still at `version`; raise VersionConflict if not (or gone)."""
+        """Overwrite the epoch and its lasting copy in one commit if still at `version`.
+
+        Raise VersionConflict if not (or gone); then neither is written.
+        """
 
 
 def epoch_key(project: str, region: str, job: str) -> str:
@@ -97,14 +114,17 @@ def read_epochs(
 ) -> dict[str, datetime]:
     """Each job's epoch, if one is on record for its current schedule and time zone.
 
-    Reads only (one batch get): a job without an epoch is judged over the whole window.
+    Reads only (a batch get, and one of the lasting copies of the epochs gone): a job
+    without an epoch is judged over the whole window.
     """
     keys = {job.id: epoch_key(project, region, job.id) for job in schedules}
-    found = store.get_epochs(list(keys.values()))
+    found = {key: stored.epoch for key, stored in store.get_epochs(list(keys.values())).items()}
+    gone = [key for key in keys.values() if key not in found]
+    found.update(store.get_lasting_epochs(gone) if gone else {})
     return {
-        job.id: stored.epoch.since
+        job.id: epoch.since
         for job in schedules
-        if (stored := found.get(keys[job.id])) is not None and stored.epoch.holds_for(job)
+        if (epoch := found.get(keys[job.id])) is not None and epoch.holds_for(job)
     }
 
 
@@ -118,15 +138,29 @@ def record_epochs(
     """Every job's epoch, recording `now` for each job seen first or with a new schedule."""
     keys = {job.id: epoch_key(project, region, job.id) for job in schedules}
     found = store.get_epochs(list(keys.values()))
+    gone = [key for key in keys.values() if key not in found]
+    lasting = store.get_lasting_epochs(gone) if gone else {}
     return {
-        job.id: _settle(store, keys[job.id], job, found.get(keys[job.id]), now) for job in schedules
+        job.id: _settle(
+            store, keys[job.id], job, found.get(keys[job.id]), lasting.get(keys[job.id]), now
+        )
+        for job in schedules
     }
 
 
 def _settle(
-    store: EpochStore, key: str, job: JobSchedule, stored: StoredEpoch | None, now: datetime
+    store: EpochStore,
+    key: str,
+    job: JobSchedule,
+    stored: StoredEpoch | None,
+    lasting: AuditEpoch | None,
+    now: datetime,
 ) -> datetime:
-    fresh = AuditEpoch(job.id, job.schedule, job.time_zone, now)
+    # A deleted epoch comes back as it was, from its lasting copy, if it holds for the job.
+    if lasting is not None and lasting.holds_for(job):
+        fresh = lasting
+    else:
+        fresh = AuditEpoch(job.id, job.schedule, job.time_zone, now)
     for _ in range(_ROUNDS):
         if stored is not None and stored.epoch.holds_for(job):
             return stored.epoch.since
@@ -138,6 +172,6 @@ def _settle(
         except (RecordExists, VersionConflict):
             stored = store.get_epochs([key]).get(key)  # another audit wrote first: look again
             continue
-        return now
+        return fresh.since
     # Still contended: judging from now is what any writer would have recorded.
     return now

@@ -42,6 +42,10 @@ CALL_DEADLINE_S = 8.0
 # set per ledger collection, and in no collection group a TTL policy covers.
 AUDIT_COLLECTION = "runledger_audit"
 EPOCH_COLLECTION = "epochs"
+# Each epoch's lasting copy, written in the epoch's own commits, at
+# LASTING_EPOCH_COLLECTION/<ledger collection>/EPOCH_COLLECTION/<key>: outside
+# AUDIT_COLLECTION, so deleting the audit's working documents keeps it (ledger/epochs.py).
+LASTING_EPOCH_COLLECTION = "runledger_epochs"
 # The audit's watermark shards (`runledger.ledger.watermarks`), beside the epochs.
 WATERMARK_COLLECTION = "watermarks"
 _TRANSIENT = (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.InternalServerError)
@@ -125,6 +129,8 @@ class FirestoreRunStore:
         self._collection = client.collection(collection)
         audit = client.collection(AUDIT_COLLECTION).document(collection)
         self._epochs = audit.collection(EPOCH_COLLECTION)
+        lasting = client.collection(LASTING_EPOCH_COLLECTION).document(collection)
+        self._lasting = lasting.collection(EPOCH_COLLECTION)
         self._shards = audit.collection(WATERMARK_COLLECTION)
         self._slots = audit.collection(OVERLAP_COLLECTION)  # runledger.ledger.overlap
 
@@ -135,15 +141,18 @@ class FirestoreRunStore:
             return None
         return Versioned(RunRecord.from_document(snapshot.to_dict()), snapshot.update_time)
 
+    def _existing(self, refs: Sequence[Any]) -> list[Any]:
+        """The snapshots of `refs` that exist, in one BatchGetDocuments call."""
+        with _unavailable_on_transport_errors():
+            snapshots = self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S)
+            return [snapshot for snapshot in snapshots if snapshot.exists]
+
     def get_many(self, keys: Sequence[str]) -> dict[str, RunRecord]:
         """The records among `keys` that exist, in one BatchGetDocuments call (the audit's read)."""
         refs = [self._collection.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: RunRecord.from_document(snapshot.to_dict())
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create(self, key: str, record: RunRecord) -> Any:
@@ -157,14 +166,11 @@ class FirestoreRunStore:
             return {}
         work = self._collection.document(key).collection(WORK_COLLECTION)
         refs = [work.document(item_id) for item_id in item_ids]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredItem(
                 WorkItem.from_document(snapshot.to_dict()), snapshot.update_time
             )
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create_item_fenced(
@@ -205,34 +211,50 @@ class FirestoreRunStore:
 
     def get_epochs(self, keys: Sequence[str]) -> dict[str, StoredEpoch]:
         refs = [self._epochs.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredEpoch(
                 AuditEpoch.from_document(snapshot.to_dict()), snapshot.update_time
             )
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
+        }
+
+    def get_lasting_epochs(self, keys: Sequence[str]) -> dict[str, AuditEpoch]:
+        refs = [self._lasting.document(key) for key in keys]
+        return {
+            snapshot.id: AuditEpoch.from_document(snapshot.to_dict())
+            for snapshot in self._existing(refs)
         }
 
     def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
-        return create_document(self._epochs.document(key), epoch.to_document())
+        batch = self._client.batch()
+        batch.create(self._epochs.document(key), epoch.to_document())
+        return self._commit_epoch(batch, key, epoch)
 
     def replace_epoch(self, key: str, epoch: AuditEpoch, version: Any) -> Any:
         # update() with every field, guarded by the last update time read: a
         # compare-and-set that, unlike set(), fails on a document deleted since.
-        return update_document(
-            self._client, self._epochs.document(key), epoch.to_document(), version
-        )
+        batch = self._client.batch()
+        option = self._client.write_option(last_update_time=version)
+        batch.update(self._epochs.document(key), epoch.to_document(), option=option)
+        return self._commit_epoch(batch, key, epoch)
+
+    def _commit_epoch(self, batch: Any, key: str, epoch: AuditEpoch) -> Any:
+        """Commit the epoch's write with its lasting copy set whole: both or neither."""
+        batch.set(self._lasting.document(key), epoch.to_document())
+        with _unavailable_on_transport_errors():
+            try:
+                results = batch.commit(retry=_retry(), timeout=CALL_DEADLINE_S)
+            except gexc.AlreadyExists as exc:
+                raise RecordExists(key) from exc
+            except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+                raise VersionConflict(key) from exc
+        return results[0].update_time
 
     def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
         refs = [self._shards.document(key) for key in keys]
-        with _unavailable_on_transport_errors():
-            snapshots = list(self._client.get_all(refs, retry=_retry(), timeout=CALL_DEADLINE_S))
         return {
             snapshot.id: StoredShard.from_document(snapshot.to_dict(), snapshot.update_time)
-            for snapshot in snapshots
-            if snapshot.exists
+            for snapshot in self._existing(refs)
         }
 
     def create_shard(self, key: str, shard: StoredShard) -> Any:

@@ -34,6 +34,8 @@ class MemoryRunStore:
         self._items: dict[tuple[str, str], StoredItem] = {}
         # The audit's epochs, by key: apart from the runs, as on Firestore.
         self._epochs: dict[str, StoredEpoch] = {}
+        # Their lasting copies: written with them, kept when the audit's documents go.
+        self._lasting: dict[str, AuditEpoch] = {}
         # The audit's watermark shards, by key: kept like the epochs.
         self._shards: dict[str, StoredShard] = {}
         # Each job's overlap slot, by key: beside the epochs, as on Firestore.
@@ -101,6 +103,10 @@ class MemoryRunStore:
         with self._lock:
             return {key: self._epochs[key] for key in keys if key in self._epochs}
 
+    def get_lasting_epochs(self, keys: Sequence[str]) -> dict[str, AuditEpoch]:
+        with self._lock:
+            return {key: self._lasting[key] for key in keys if key in self._lasting}
+
     def create_epoch(self, key: str, epoch: AuditEpoch) -> Any:
         with self._lock:
             if key in self._epochs:
@@ -117,6 +123,7 @@ class MemoryRunStore:
     def _put_epoch(self, key: str, epoch: AuditEpoch) -> int:
         version = next(self._versions)
         self._epochs[key] = StoredEpoch(epoch, version)
+        self._lasting[key] = epoch
         return version
 
     def get_shards(self, keys: Sequence[str]) -> dict[str, StoredShard]:
@@ -211,7 +218,8 @@ class MemoryRunStore:
     def delete_audit_documents(self) -> None:
         """Delete what lives under runledger_audit but the backfills: epochs, watermarks, slots.
 
-        What an operator's `firestore delete` of those collections leaves (docs/audit.md).
+        What an operator's `firestore delete` of those collections leaves (docs/audit.md):
+        the epochs' lasting copies stay.
         """
         with self._lock:
             self._epochs.clear()

@@ -10,7 +10,9 @@ job in Cloud Scheduler (`seen`: when, and whether it was paused), evidence
 shard deleted) loses only that evidence: the job's times then read as of unknown
 state, reported rather than excused or caught up. The next audit reads only the
 runs after `judged_to` and the open ones, so a run judged clean is never read
-again, and a finding is logged once; the open ones are carried in the
+again, and a finding is logged once (before the write that moves past it, so
+an audit that dies after that write loses none; one that dies before it, or
+loses a race for it, leaves it to be logged again); the open ones are carried in the
 summary line until their record says the run completed, or they leave the
 look-back.
 
@@ -20,8 +22,8 @@ jobs that is 256 documents against one per scheduled run, not one per job. A
 shard's document lives next to the epochs (see `AuditStore`) and is
 written with the same fencing: created with exists=false, or replaced at the
 `update_time` the audit read. An audit that loses that race drops what it
-judged of that shard's jobs (the winner reports it), so a watermark never
-moves backwards and no finding is logged twice. Reading the shard replaces
+judged of that shard's jobs (the winner's marks stand), so a watermark never
+moves backwards; both audits have logged the findings they judged. Reading the shard replaces
 reading the job's epoch document while the mark still holds for the job's
 schedule; a job without one (new, or rescheduled) has its epoch recorded as
 before, and its mark starts over.

@@ -1,4 +1,4 @@
-"""The `jobs` part of the stack config: each job's schedule, deadline, retry policy and target.
+"""The `jobs` part of the stack config: each job's schedule, deadline, retries, target and overlap.
 
 `parser.parse_config` calls `parse_jobs`; every error is a `ConfigError`
 naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
@@ -10,8 +10,7 @@ import re
 from typing import Any
 
 from dedup_schedule.config.model import ConfigError, JobConfig, TargetConfig
-from dedup_schedule.config.overlap_parser import parse_overlap
-from dedup_schedule.config.values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues
+from dedup_schedule.config.values import ANY_TEXT, PROJECT_ID, REGION, ConfigValues, did_you_mean
 from runledger import facts, schedules
 
 _JOB_KEYS = frozenset(
@@ -123,6 +122,23 @@ def _parse_catch_up(job: ConfigValues) -> tuple[bool, int]:
     return job.boolean("catchUp", False), max_age
 
 
+def _parse_overlap(job: ConfigValues) -> str:
+    """`overlap`: one of `facts.OVERLAP_POLICIES`, `allow` when absent.
+
+    The handler reads it from the job's DEDUP_SCHEDULES entry (`runledger.ledger.overlap`
+    says what each policy does); an unknown value is refused here, naming the key,
+    so a typo never deploys a job that silently overlaps.
+    """
+    value = job.raw("overlap")
+    if value is None:
+        return facts.OVERLAP_ALLOW
+    if not isinstance(value, str) or value not in facts.OVERLAP_POLICIES:
+        choices = ", ".join(facts.OVERLAP_POLICIES)
+        hint = did_you_mean(value, facts.OVERLAP_POLICIES) if isinstance(value, str) else ""
+        raise ConfigError(f"{job.key('overlap')}: {value!r} is not one of {choices}{hint}")
+    return value
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -154,7 +170,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         catch_up=catch_up,
         catch_up_max_age_s=catch_up_max_age,
         paused=job.boolean("paused", False),
-        overlap=parse_overlap(job),
+        overlap=_parse_overlap(job),
     )
 
 

@@ -78,6 +78,14 @@ def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bo
     )
 
 
+def _completed_since(history: History, keys: Sequence[str], at: datetime) -> bool:
+    return any(
+        when >= at and record is not None and record.status is Status.COMPLETED
+        for key in keys
+        for when, record in history.records[key]
+    )
+
+
 def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     """Every violation of the settled history: the history's own, then each time's."""
     violations = list(history.violations)
@@ -113,8 +121,13 @@ def _lost_lease(history: History, execution: Execution) -> Violation | None:
             own = record
     if own is None or own.status is not Status.IN_PROGRESS:
         return None
-    if not any(execution.start < at <= lost for at in history.refusals[execution.key]):
-        return None  # no write was refused: it gave up as its own clock passed its lease
+    # Only the holder's own refused writes count: another attempt's claim refused on the
+    # same run says nothing of this holder. A holder none of whose writes was refused gave
+    # up as its own clock passed the lease it knew (a renewal that landed with its answer
+    # lost, then no store to read it back from, leaves the record's lease later than that).
+    refused = history.refusals[execution.key]
+    if not any(execution.start < at <= lost and by is execution.task for at, by in refused):
+        return None
     if lost + MAX_CLOCK_SKEW >= own.lease_expires:
         return None  # its lease ran out by its own clock
     return Violation(
@@ -169,7 +182,13 @@ def _fate(
                 "skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
             )
     for ask in history.asks:
-        after = any(r.start >= ask.at for r in runs) or any(e.effect_at >= ask.at for e in effects)
+        # A run in progress when asked is left to its holder while its lease is live: its
+        # completion recorded since (its effect may predate the ask) is the run asked for.
+        after = (
+            any(r.start >= ask.at for r in runs)
+            or any(e.effect_at >= ask.at for e in effects)
+            or _completed_since(history, time.keys, ask.at)
+        )
         if ask.job == job and when in ask.times and not after:
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"

@@ -41,6 +41,7 @@ class Task:
         self.loop = loop
         self.name = name
         self.skew = skew
+        self.started = loop.now  # when the loop spawned it
         self.killed = False
         self.done = False
         self.cut_until: datetime | None = None  # its instance cannot reach the store until then

@@ -113,7 +113,7 @@ def _stack_pause(job: str, paused: bool) -> Action:
 
 def _edit(job: str, schedule: str, drifted: bool) -> Action:
     def act(world: World) -> None:
-        world.scheduler.edit(job, schedule, world.scenario.end)
+        world.scheduler.edit(job, schedule, world.settle_cap)
         world.history.drift(job, world.loop.now, drifted)
 
     return act

@@ -72,17 +72,17 @@ class History:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
         self.records: dict[str, list[tuple[datetime, RunRecord | None]]] = defaultdict(list)
         self.findings: list[tuple[datetime, str, datetime | None, str, Any]] = []
-        self._unsummed: list[tuple[datetime, str, datetime | None, str, Any]] = []
+        # Each audit's finding lines not yet followed by its summary, by the task logging them.
+        self._unsummed: dict[Any, list[tuple[datetime, str, datetime | None, str, Any]]] = {}
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
-        self.summaries: list[datetime] = []
-        self.refusals: dict[str, list[datetime]] = defaultdict(
-            list
-        )  # each audit summary's judging time
+        self.summaries: list[datetime] = []  # each audit summary's judging time
+        # Each run key's refused writes: when, and the task (request) whose write it was.
+        self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
 
@@ -133,9 +133,9 @@ class History:
             f"body ends: attempt {execution.attempt_id}: {execution.outcome or 'cut off'}",
         )
 
-    def refused(self, key: str, now: datetime) -> None:
-        """A write to the run `key` was refused: its version moved on, or a document was gone."""
-        self.refusals[key].append(now)
+    def refused(self, key: str, task: Any, now: datetime) -> None:
+        """`task`'s write to the run `key` was refused: its version moved on, or it was gone."""
+        self.refusals[key].append((now, task))
 
     def lease_lost(self, task: Any, job: str, now: datetime) -> None:
         """`task`'s delivery of `job` was answered lease_lost: its final write was refused.
@@ -214,26 +214,29 @@ class History:
                 return holder.status is Status.IN_PROGRESS and now < live_until
         return False
 
-    def finding_line(self, now: datetime, text: str) -> None:
+    def finding_line(self, now: datetime, text: str, task: Any) -> None:
         """An audit's finding line, or its summary: the findings it judged at its window's end.
 
         Finding lines come before their summary, and a catch-up runs before its
-        finding's line, so a finding is dated by the summary's window_end, the
-        audit's own start (less the skew its instance's clock may have).
+        finding's line, so a finding is dated by its own audit's summary's
+        window_end, the audit's start (less the skew its instance's clock may
+        have); `task` is the audit's request, which says which summary is its.
         """
         for line in text.splitlines():
             entry = json.loads(line)
             if entry.get("outcome") == OUTCOME_AUDIT_SUMMARY:
                 judged = parse_schedule_time(entry["window_end"]) - MAX_CLOCK_SKEW
                 self.summaries.append(judged)
-                for _, job, when, outcome, catch_up in self._unsummed:
+                for _, job, when, outcome, catch_up in self._unsummed.pop(task, []):
                     self.findings.append((judged, job, when, outcome, catch_up))
-                self._unsummed.clear()
                 continue
             outcome = entry.get("outcome", "")
             stamp = entry.get("schedule_time")
             when = None if stamp is None else parse_schedule_time(stamp)
-            self._unsummed.append((now, entry.get("job", ""), when, outcome, entry.get("catch_up")))
+            # Dated by the audit's start until its summary says: it may die before that.
+            start = task.started - MAX_CLOCK_SKEW
+            found = (start, entry.get("job", ""), when, outcome, entry.get("catch_up"))
+            self._unsummed.setdefault(task, []).append(found)
             if when is not None:
                 self.note(
                     entry.get("job", ""),
@@ -248,8 +251,9 @@ class History:
         return sum(1 for judged in self.summaries if judged >= moment)
 
     def settle(self) -> None:
-        """The seed's end: findings of an audit that never logged its summary count as logged."""
-        self.findings.extend(self._unsummed)
+        """The seed's end: the lines of an audit that never logged its summary count as logged."""
+        for found in self._unsummed.values():
+            self.findings.extend(found)
         self._unsummed.clear()
 
     def intent(self, job: str, now: datetime, paused: bool) -> None:

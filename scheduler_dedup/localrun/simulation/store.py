@@ -9,7 +9,7 @@ peeks are not faulted. A partition cuts one instance off (its renewals too) for 
 while as the others go on. Every write to a run record is reported to the history
 (`History.record_written`) as the store holds it afterwards, so the oracle sees
 each status a run went through, whoever wrote it; a fenced write refused is
-reported too (`History.refused`).
+reported too, with the task whose write it was (`History.refused`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from typing import Any
 
 from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.ledger.record import RunRecord
-from scheduler_dedup.localrun.simulation.clock import Killed, Loop
+from scheduler_dedup.localrun.simulation.clock import Killed, Loop, Task
 
-_READS = frozenset({"get", "get_many", "get_items", "get_epochs", "get_shards", "get_slot"})
+_READS = frozenset(
+    {"get", "get_many", "get_items", "get_epochs", "get_lasting_epochs", "get_shards", "get_slot"}
+)
 # Each write of run records, and which arguments name them (a dead holder's too).
 _RUN_WRITES = {
     "create": (0,),
@@ -87,7 +89,7 @@ class FaultyStore:
         loop: Loop,
         plan: FaultPlan,
         written: Callable[[str, RunRecord | None], None],
-        refused: Callable[[str], None] = lambda key: None,
+        refused: Callable[[str, Task | None], None] = lambda key, task: None,
     ) -> None:
         self.inner = inner
         self._loop = loop
@@ -132,7 +134,7 @@ class FaultyStore:
             result = method(*args)
         except VersionConflict:
             for key in run_keys:
-                self._refused(key)
+                self._refused(key, task)
             raise
         if task is not None and name in _SAVES:
             task.saved = True

@@ -1,9 +1,10 @@
 """One seed's world: the stack, its handler revisions, Cloud Scheduler, the operator, the faults.
 
-The handler is the real `App`, built from an environment that
+The handler is the real `App`, built by `App.from_env` from an environment that
 `runledger.config.Settings.to_env` and `runledger.schedules` write, as a deploy
-writes it, with only the store, the clock, attempt ids, lease renewals and the
-live-state lister injected. A deploy (the stack pausing or unpausing a job)
+writes it, with only the store, the fake clock (and its monotonic time and sleep),
+attempt ids, lease renewals, the backfill documents and the live-state lister
+injected. A deploy (the stack pausing or unpausing a job)
 builds a new App on the same store; requests in flight finish on the old one.
 Job bodies report what they do to the history (`oracle.History`), never to
 the ledger. The operator's backfill goes the way `python -m runledger.ops
@@ -26,12 +27,10 @@ from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
-from runledger.delivery.app import App, configured_wait
-from runledger.delivery.duplicate_wait import DuplicateWait, Waited
+from runledger.delivery.app import App
 from runledger.delivery.identify import parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
-from runledger.ledger.record import RunRecord
-from runledger.schedules import audit_env, audit_settings, check_jobs, schedule_entry
+from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
@@ -43,7 +42,8 @@ from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, Fau
 STEP = timedelta(seconds=20)
 # No faults until the first audit has recorded every job's epoch.
 QUIET = timedelta(minutes=2)
-# Audits that must log their summary after every time settled, within SETTLE_CAP.
+# Audits that must log their summary after every time settled (and no backfill request
+# left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=3)
 # The share of reported failures the operator reruns with --include-failed (`operator_skew`).
@@ -72,7 +72,7 @@ class World:
             self.loop,
             self.faults,
             self._written,
-            lambda key: history.refused(key, self.loop.now),
+            lambda key, task: history.refused(key, task, self.loop.now),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
         self.scheduler = CloudScheduler(
@@ -106,37 +106,22 @@ class World:
         )
 
     def _deploy(self) -> App:
-        """A handler revision from the stack's environment, as `App.from_env` builds it."""
-        env = self.env()
-        settings = Settings.from_env(env)
-        audit = audit_settings(env, settings)
-        jobs = {job.id: self._body(job) for job in self.scenario.jobs}
-        check_jobs(audit, jobs, settings.jobs_module)
-        return App(
-            settings,
-            jobs,
-            lambda: self.store,
-            clock=self.loop.clock,
-            new_attempt_id=lambda: f"a{next(self._ids)}",
-            renewals=LoopRenewals(self.loop),
-            duplicate_wait=self._wait(configured_wait(settings, audit)),
-            zones={schedule.id: schedule.zone for schedule in audit.schedules},
-            overlaps={schedule.id: schedule.overlap for schedule in audit.schedules},
-            audit=audit,
-            live=self._listing,
-            backfills=lambda: self.docs,
-        )
+        """A handler revision from the stack's environment, built by `App.from_env` itself.
 
-    def _wait(self, wait: DuplicateWait | None) -> DuplicateWait | None:
-        """The deployed duplicate wait, polling on the fake clock."""
-        if wait is None:
-            return None
-        return LoopWait(
-            wait.deadlines,
-            wait.lease,
-            wait.cap,
+        Everything but the store, the fake clock (time, monotonic time, sleep), attempt
+        ids, renewals and Scheduler's listing comes from the environment, as deployed.
+        """
+        return App.from_env(
+            self.env(),
+            self.loop.clock,
+            jobs={job.id: self._body(job) for job in self.scenario.jobs},
+            store_factory=lambda: self.store,
+            renewals=LoopRenewals(self.loop),
+            new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
+            live=self._listing,
+            backfills=lambda: self.docs,
         )
 
     def _listing(self, since: datetime) -> dict[str, ListedJob]:
@@ -272,6 +257,8 @@ class World:
         """The operator reruns half the terminal failures, minutes after (`operator_skew`)."""
         if "operator_skew" not in self.scenario.features or self.rng.random() >= RERUN_SHARE:
             return
+        if when > self.scenario.end:  # the operator looks after the window judged
+            return
         if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
             return
         end = when + timedelta(minutes=1)
@@ -292,17 +279,21 @@ class World:
                     job.deadline,
                     job.retry,
                 )
-                if job is self.scenario.audit:  # from the start itself: it records the epochs
-                    begin, end = self.scenario.start - timedelta(seconds=1), self.settle_cap
-                else:
-                    begin, end = self.scenario.start, self.scenario.end
-                self.scheduler.add(live, begin, end)
+                # The audit from the start itself: it records the epochs. Every job fires
+                # until the world stops, as a deployed stack's do: only (start, end] is
+                # judged, and a job gone quiet at the end would leave each later audit
+                # more catch-up than it can run (docs/reliability.md, "Settled").
+                audit = job is self.scenario.audit
+                begin = self.scenario.start - timedelta(seconds=1 if audit else 0)
+                self.scheduler.add(live, begin, self.settle_cap)
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
             self.loop.run_until(self.scenario.settle)
-            while self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            while not self._settled():
                 if self.loop.now >= self.settle_cap:
-                    self.history.event(self.loop.now, "never settled: too few audits logged")
+                    self.history.event(
+                        self.loop.now, "never settled: too few audits logged, or backfills pending"
+                    )
                     self.history.unsettled = True
                     break
                 self.loop.run_until(self.loop.now + timedelta(minutes=10))
@@ -310,23 +301,18 @@ class World:
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
 
+    def _settled(self) -> bool:
+        """Two audits logged since the settle time, and no backfill request is left pending.
 
-class LoopWait(DuplicateWait):
-    """The duplicate wait with no time spent before it: a claim takes no simulated time.
-
-    The App measures that time on the real clock, which would make a seed's
-    history depend on how fast the machine ran it.
-    """
-
-    def wait(
-        self,
-        job: str,
-        spent_s: float,
-        seen: RunRecord,
-        read: Callable[[], RunRecord | None],
-        now: Callable[[], datetime],
-    ) -> Waited:
-        return super().wait(job, 0.0, seen, read, now)
+        A backfill runs its times one after another inside audits: one of many long
+        times may outlast the two audits, and the world must not stop it half-way.
+        """
+        if self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            return False
+        found = self.inner.backfills().get(
+            queue.queue_key(self.scenario.project, self.scenario.region)
+        )
+        return found is None or not found[0].get("pending")
 
 
 class _FindingLines(io.TextIOBase):
@@ -340,7 +326,7 @@ class _FindingLines(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
-            self._world.history.finding_line(self._world.loop.now, text)
+            self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):

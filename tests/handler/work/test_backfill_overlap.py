@@ -104,11 +104,12 @@ def key_of(hour: int) -> str:
     return run_key("export", T0.replace(hour=hour), "acme-prod", "europe-west1", manual=False)
 
 
-@pytest.mark.parametrize("policy", ["skip", "delay"])
-def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_runs_it(
-    firestore_emulator, firestore_db, capsys, policy
-):
-    env = (
+WINDOW = ["--job", "export", "--from", "2026-10-16T08:00:00Z", "--to", "2026-10-16T10:00:00Z"]
+
+
+def backfill_env(firestore_emulator, policy: str) -> dict[str, str]:
+    """What `ops backfill` and the handler read: the emulator, the scope, `export`'s policy."""
+    return (
         firestore_emulator.env()
         | SCOPE
         | {
@@ -117,8 +118,14 @@ def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_run
             "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
         }
     )
-    window = ["--job", "export", "--from", "2026-10-16T08:00:00Z", "--to", "2026-10-16T10:00:00Z"]
-    code, _, err = ops(env, "backfill", *window)
+
+
+@pytest.mark.parametrize("policy", ["skip", "delay"])
+def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_runs_it(
+    firestore_emulator, firestore_db, capsys, policy
+):
+    env = backfill_env(firestore_emulator, policy)
+    code, _, err = ops(env, "backfill", *WINDOW)
     assert (code, err) == (0, "")
     job = HeldExport()
     app = app_for(firestore_db, job, env)
@@ -132,7 +139,7 @@ def test_a_backfill_met_by_a_running_holder_stays_pending_and_the_next_audit_run
     second = summary(audit(app, capsys, "2026-10-16T12:30:01Z"))["backfill"]
     assert (second["requests_done"], second["ran"]) == (1, 2)
     assert job.runs == Counter({12: 1, 8: 1, 9: 1})
-    code, out, _ = ops(env, "backfill", *window, "--dry-run", "--json")
+    code, out, _ = ops(env, "backfill", *WINDOW, "--dry-run", "--json")
     assert (code, json.loads(out)) == (0, [])
 
 
@@ -158,3 +165,40 @@ def test_a_catch_up_met_by_a_running_holder_is_tried_again_by_the_next_audit(
     audit(app, capsys, "2026-10-16T12:30:01Z")
     assert job.runs[11] == 1 and job.runs[12] == 1
     assert set(job.runs.values()) == {1}
+
+
+@pytest.mark.parametrize("policy", ["skip", "delay"])
+def test_a_backfill_waits_for_the_running_holder_and_runs_in_the_same_audit(
+    firestore_emulator, firestore_db, capsys, policy
+):
+    """With the duplicate wait on (the handler's default), the backfill's run waits for the holder.
+
+    The wait's first pause lets the held run finish, so the same audit runs both times.
+    """
+    env = backfill_env(firestore_emulator, policy)
+    assert ops(env, "backfill", *WINDOW)[0] == 0
+    job = HeldExport()
+    holder: list[threading.Thread] = []
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        job.release.set()
+        holder[0].join(60)
+
+    app = App.from_env(
+        env,
+        FakeClock(NOW + timedelta(seconds=3)),
+        jobs={"export": job},
+        store_factory=lambda: FirestoreRunStore(firestore_db, "scheduler_runs"),
+        renewals=DrivenRenewals(),
+        new_attempt_id=sequential_ids(),
+        sleep=sleep,
+        backfills=lambda: FirestoreBackfills(firestore_db, "scheduler_runs"),
+    )
+    holder.append(hold_noon(app, job))
+    lines = audit(app, capsys, "2026-10-16T12:30:00Z")
+    backfill = summary(lines)["backfill"]
+    assert (backfill["requests_done"], backfill["outcomes"]) == (1, {"completed": 2})
+    assert len(pauses) == 1  # one poll: the holder was done
+    assert job.runs == Counter({12: 1, 8: 1, 9: 1})

@@ -403,22 +403,26 @@ FAILED_WINDOW = [
 ]
 
 
+def at_seven(store: FirestoreRunStore, attempt: str, status: Status, **fields: Any) -> None:
+    """`export`'s run of 07:00 recorded by `attempt` as `status` (`fields` override)."""
+    when = T0.replace(hour=7)
+    values = {"claimed_at": when, "expire_at": when + RETENTION} | fields
+    record = run_record(attempt, status, job="export", schedule_time=when, **values)
+    store.create(key_of(7), record)
+
+
 def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, firestore_db, capsys):
     store = FirestoreRunStore(firestore_db, "scheduler_runs")
-    when = T0.replace(hour=7)
     # The handler's clock is 10 minutes ahead of the laptop's: its failure is stamped after
     # the moment the operator's clock gives the request.
-    failed = run_record(
+    at_seven(
+        store,
         "seed-7",
         Status.FAILED,
-        job="export",
-        schedule_time=when,
         claimed_at=NOW + timedelta(minutes=9),
         finished_at=NOW + timedelta(minutes=10),
-        expire_at=when + RETENTION,
         error="partner API down",
     )
-    store.create(key_of(7), failed)
     code, _, err = ops(env, "backfill", *FAILED_WINDOW, "--include-failed")
     assert (code, err) == (0, "")
     jobs = Jobs()
@@ -427,6 +431,47 @@ def test_a_failure_recorded_on_a_clock_ahead_of_the_operators_is_rerun(env, fire
     assert backfill["outcomes"] == {"completed": 1}
     assert jobs.runs == Counter({7: 1})
     assert store.get(key_of(7)).record.status is Status.COMPLETED
+
+
+# A run in progress when the operator asks is planned whatever its lease says by the
+# laptop's clock: the audit's claim decides by the handler's clock. A lease that ran out
+# there is taken over and run; a live one keeps the request waiting for its holder.
+
+
+def held_at_seven(store: FirestoreRunStore, lease_expires) -> None:
+    at_seven(store, "holder-7", Status.IN_PROGRESS, lease_expires=lease_expires)
+
+
+def test_a_run_whose_lease_ran_out_by_the_handlers_clock_is_backfilled(env, firestore_db, capsys):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    # Live by the laptop's clock (NOW), over by the handler's (11 minutes on).
+    held_at_seven(store, NOW + timedelta(minutes=5))
+    code, out, err = ops(env, "backfill", *FAILED_WINDOW)
+    assert (code, err) == (0, "")
+    assert "2026-10-16T07:00:00Z  run" in out
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    backfill = summary(run_audit(app, capsys))["backfill"]
+    assert (backfill["requests_done"], backfill["outcomes"]) == (1, {"completed": 1})
+    assert jobs.runs == Counter({7: 1})
+    assert store.get(key_of(7)).record.status is Status.COMPLETED
+
+
+def test_a_run_held_under_a_live_lease_keeps_the_request_waiting_for_its_holder(
+    env, firestore_db, capsys
+):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    held_at_seven(store, NOW + timedelta(minutes=30))
+    assert ops(env, "backfill", *FAILED_WINDOW)[0] == 0
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    first = summary(run_audit(app, capsys))["backfill"]
+    assert (first["requests_done"], first["outcomes"]) == (0, {"duplicate_in_progress": 1})
+    found = store.get(key_of(7))
+    store.update(key_of(7), {"status": Status.COMPLETED.value}, found.version)  # it finished
+    second = summary(run_audit(app, capsys, "2026-10-16T12:40:00Z"))["backfill"]
+    assert (second["requests_done"], second["outcomes"]) == (1, {"duplicate_completed": 1})
+    assert jobs.runs == Counter()
 
 
 # `ops describe` says of a job what the audit concludes from the same settings: a job
