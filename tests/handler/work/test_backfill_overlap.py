@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from runledger.backfill.firestore_store import FirestoreBackfills
+from runledger.config import contract_env
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
@@ -112,6 +113,7 @@ def backfill_env(firestore_emulator, policy: str) -> dict[str, str]:
     return (
         firestore_emulator.env()
         | SCOPE
+        | contract_env()
         | {
             "DEDUP_SCHEDULES": schedules(policy),
             "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
