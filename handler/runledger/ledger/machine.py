@@ -192,6 +192,12 @@ class Ledger:
             gate = self._commits.look(run, now)
             if gate.holder_key is not None and gate.holder is not None:
                 if policy == OVERLAP_DELAY or run.trigger in AUDIT_TRIGGERS:
+                    # The run's own record answers first: a time done (or held) already
+                    # is a duplicate whoever holds the slot, never one to try again later.
+                    if current is None:
+                        current = self._store.get(run.key)
+                    if current is not None and not may_take_over(current.record, now):
+                        return Duplicate(current.record.status, current.record)
                     return Yielded(policy, gate.holder_key, gate.holder, None)
                 record = skipped_record(run, attempt_id, now, expire_at, gate.holder_key)
             else:

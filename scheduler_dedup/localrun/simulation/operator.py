@@ -77,6 +77,11 @@ def draw(scenario: Scenario) -> None:
         )
     scenario.actions.sort(key=lambda item: item[0])
     scenario.notes.sort()
+    # A console pause turns its job `drifted`, and the audit judges none of its runs until
+    # the resume: times due before the pause are judged after it, so the world settles
+    # only after the operator's last action too (docs/reliability.md, "Settled").
+    if scenario.actions:
+        scenario.settle = max(scenario.settle, scenario.actions[-1][0])
 
 
 def after_repeated_hour(scenario: Scenario) -> datetime:

@@ -204,3 +204,29 @@ def test_a_backfill_waits_for_the_running_holder_and_runs_in_the_same_audit(
     assert (backfill["requests_done"], backfill["outcomes"]) == (1, {"completed": 2})
     assert len(pauses) == 1  # one poll: the holder was done
     assert job.runs == Counter({12: 1, 8: 1, 9: 1})
+
+
+@pytest.mark.parametrize("policy", ["skip", "delay"])
+def test_a_backfill_time_done_since_the_request_is_done_while_another_run_holds_the_job(
+    firestore_emulator, firestore_db, capsys, policy
+):
+    """A time the request asked for and that ran since (a late retry) is a duplicate, not pending.
+
+    Met while another run of the job works, it must not wait behind that holder: the request
+    would stay on it at every audit of a job that is nearly always busy, and its later times
+    never run.
+    """
+    env = backfill_env(firestore_emulator, policy)
+    assert ops(env, "backfill", *WINDOW)[0] == 0
+    job = HeldExport()
+    app = app_for(firestore_db, job, env)
+    late = deliver(app, scheduler_headers(job="export", schedule_time="2026-10-16T08:00:00Z"))
+    assert (late.status, late.outcome) == (200, "completed")
+    thread = hold_noon(app, job)
+    first = summary(audit(app, capsys, "2026-10-16T12:30:00Z"))["backfill"]
+    assert first["outcomes"] == {"duplicate_completed": 1, "overlap_delayed": 1}
+    job.release.set()
+    thread.join(60)
+    second = summary(audit(app, capsys, "2026-10-16T12:30:01Z"))["backfill"]
+    assert (second["requests_done"], second["outcomes"]) == (1, {"completed": 1})
+    assert job.runs == Counter({12: 1, 8: 1, 9: 1})
