@@ -58,10 +58,15 @@ class FaultPlan:
     crash_after_save: bool = True
     # The chance that a slotted claim (overlap skip or delay) lands and loses its answer.
     lost_claims: float = 0.0
+    # No faults from here on: the faults heal once every judged time's last attempt is
+    # over, so the world can show it settles (Jepsen's final heal before the check).
+    healed_at: datetime | None = None
     counts: dict[str, int] = field(default_factory=dict)
 
     def draw(self, now: datetime, name: str, write: bool) -> str | None:
         if self.quiet_until is not None and now < self.quiet_until:
+            return None
+        if self.healed_at is not None and now >= self.healed_at:
             return None
         if any(start <= now < end for start, end in self.outages):
             return "outage"

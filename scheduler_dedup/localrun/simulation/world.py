@@ -65,6 +65,7 @@ class World:
             scenario.start + QUIET,
             "audit_crash_after_save" in scenario.features,
             scenario.lost_claims,
+            healed_at=scenario.settle,
         )
         self.inner = inner
         self.store = FaultyStore(
