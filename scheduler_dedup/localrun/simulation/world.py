@@ -83,6 +83,7 @@ class World:
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
+        self.stopped = scenario.start  # where the clock stood when the world stopped
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
@@ -298,6 +299,7 @@ class World:
                     self.history.unsettled = True
                     break
                 self.loop.run_until(self.loop.now + timedelta(minutes=10))
+            self.stopped = self.loop.now
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
