@@ -18,7 +18,7 @@ def test_the_nightly_workflow_runs_ten_thousand_seeds_and_keeps_the_replays():
     assert shards == list(range(len(shards)))
     assert len(shards) * int(workflow["env"]["SEEDS_PER_SHARD"]) >= 10_000
     run = next(step["run"] for step in job["steps"] if "make simulate" in step.get("run", ""))
-    assert '--seeds $SEEDS_PER_SHARD --first $first' in run
+    assert "--seeds $SEEDS_PER_SHARD --first $first" in run
     assert "replay:" in run
     upload = next(step for step in job["steps"] if "upload-artifact" in step.get("uses", ""))
     assert upload["if"] == "failure()" and "replays.txt" in upload["with"]["path"]
