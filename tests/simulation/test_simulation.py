@@ -86,3 +86,12 @@ def test_a_seed_on_the_emulator_keeps_the_rule(firestore_emulator):
     result = run_seed(3, ON, emulated_stores(firestore_emulator))
     assert len(result.expected) > 100
     assert [v.line() for v in result.violations] == []
+
+
+def test_work_items_read_past_the_store_are_caught(monkeypatch):
+    """`job_work`: a RunWork that never sees the items stored redoes stages and outputs."""
+    from runledger.sdk import work
+
+    monkeypatch.setattr(work.RunWork, "_lookup", lambda self, kind, names: dict.fromkeys(names))
+    found = {line.split(":")[0] for line in _violations(range(2))}
+    assert {"stage redone", "output produced twice"} <= found

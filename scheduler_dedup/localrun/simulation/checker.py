@@ -103,6 +103,7 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
         violations += _fate(history, time, findings, drifted)
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
+    violations += history.work.check(history.records)  # `job_work`
     return violations
 
 

@@ -21,10 +21,13 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from scheduler_dedup.localrun.simulation.violation import Violation
+from scheduler_dedup.localrun.simulation.work_history import WorkHistory
 
 # How far one instance's clock may be off (`scenario.Scenario.skew`).
 INSTANCE_SKEW = timedelta(seconds=1)
 Moment = tuple[str, datetime]  # (job, schedule time): what a trace is about
+__all__ = ["Ask", "Execution", "History", "Moment", "Violation"]
 
 
 @dataclass
@@ -44,18 +47,6 @@ class Execution:
     effect_at: datetime | None = None
     lease_lost_at: datetime | None = None  # told its lease was lost (a check, or its final write)
     task: Any = None  # the request it ran in
-
-
-@dataclass(frozen=True)
-class Violation:
-    job: str
-    schedule_time: datetime | None
-    rule: str
-    detail: str
-
-    def line(self) -> str:
-        when = "-" if self.schedule_time is None else f"{self.schedule_time:%Y-%m-%dT%H:%M:%SZ}"
-        return f"{self.rule}: {self.job} at {when}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +76,7 @@ class History:
         self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
+        self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
 
     # -- what the world reports --
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
+from scheduler_dedup.localrun.simulation import work
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -42,6 +43,9 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
+    # Issue 35: production's world.
+    "job_work": "job bodies that checkpoint their stages (ctx.stage) and emit a once-only "
+    "output (ctx.output), under every store fault",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -112,6 +116,7 @@ class Scenario:
     project: str = PROJECT
     region: str = REGION
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
+    staged: dict[str, int] = field(default_factory=dict)  # `job_work`: job -> its stages
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -228,7 +233,7 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
-    return Scenario(
+    scenario = Scenario(
         seed=seed,
         rng=rng,
         start=start,
@@ -246,6 +251,10 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         outages=outages,
         spared=frozenset(spared),
     )
+    # Each class of issue 35 draws last, and only when on: the worlds of the others stay.
+    if "job_work" in features:
+        scenario.staged = work.draw(rng, jobs)
+    return scenario
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:

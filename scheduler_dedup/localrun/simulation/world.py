@@ -37,6 +37,8 @@ from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from scheduler_dedup.localrun.simulation.work import staged_work
+from scheduler_dedup.localrun.simulation.work_history import ItemWatch
 
 # A job body checks its lease and reports progress this often while it works.
 STEP = timedelta(seconds=20)
@@ -69,7 +71,7 @@ class World:
         )
         self.inner = inner
         self.store = FaultyStore(
-            inner,
+            ItemWatch(inner, history.work, lambda: self.loop.now),
             self.loop,
             self.faults,
             self._written,
@@ -192,6 +194,17 @@ class World:
     def _work(self, job: SimJob, context: RunContext, execution: Execution) -> None:
         """Work in steps, checking the lease before each; then fail or take effect."""
         work = timedelta(seconds=self.rng.uniform(*job.work_s))
+        stages = self.scenario.staged.get(job.id)
+        if stages:  # `job_work`: the work in checkpointed stages, the effect an output
+            staged_work(self, job, context, execution, work, stages)
+            return
+        self.steps(context, execution, work)
+        self.maybe_fail(job, execution)
+        execution.outcome = "effect"
+        execution.effect_at = self.loop.now
+
+    def steps(self, context: RunContext, execution: Execution, work: timedelta) -> None:
+        """`work` in steps of at most STEP, checking the lease before each and after the last."""
         while True:
             context.ensure_lease()
             execution.held.append(self.loop.now)
@@ -200,6 +213,9 @@ class World:
             step = min(STEP, work)
             self.loop.sleep(step)
             work -= step
+
+    def maybe_fail(self, job: SimJob, execution: Execution) -> None:
+        """Fail terminally or retryably at the job's rates."""
         draw = self.rng.random()
         if draw < job.terminal:
             execution.outcome = "failed"
@@ -207,8 +223,6 @@ class World:
         if draw < job.terminal + job.retryable:
             execution.outcome = "error"
             raise RuntimeError("simulated retryable failure")
-        execution.outcome = "effect"
-        execution.effect_at = self.loop.now
 
     # -- what the operator and the stack do --
 
