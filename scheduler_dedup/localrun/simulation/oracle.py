@@ -56,6 +56,7 @@ class Ask:
     at: datetime
     job: str
     times: frozenset[datetime]
+    include_failed: bool = True
 
 
 class History:
@@ -256,9 +257,16 @@ class History:
         self.drifts[job].append((now, drifted))
         self.event(now, f"{job} {'drifted' if drifted else 'back to its stack schedule'}")
 
-    def backfill_asked(self, now: datetime, job: str, times: list[datetime], text: str) -> None:
+    def backfill_asked(
+        self,
+        now: datetime,
+        job: str,
+        times: list[datetime],
+        text: str,
+        include_failed: bool = True,
+    ) -> None:
         """The times a backfill asks to run: its plan by the one true clock, at the request."""
-        self.asks.append(Ask(now, job, frozenset(times)))
+        self.asks.append(Ask(now, job, frozenset(times), include_failed))
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")

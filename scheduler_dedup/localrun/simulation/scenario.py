@@ -18,6 +18,7 @@ exactly what it exercised.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation import work
+from scheduler_dedup.localrun.simulation import timeouts, work
+from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -46,6 +48,8 @@ FEATURES = {
     # Issue 35: production's world.
     "job_work": "job bodies that checkpoint their stages (ctx.stage) and emit a once-only "
     "output (ctx.output), under every store fault",
+    "request_timeout": "Cloud Run's request timeout cuts requests mid-job: 504 to Scheduler, "
+    "the code works on with its CPU throttled",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -117,6 +121,7 @@ class Scenario:
     region: str = REGION
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
     staged: dict[str, int] = field(default_factory=dict)  # `job_work`: job -> its stages
+    request_timeout: RequestTimeout | None = None  # `request_timeout`
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -254,6 +259,11 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     # Each class of issue 35 draws last, and only when on: the worlds of the others stay.
     if "job_work" in features:
         scenario.staged = work.draw(rng, jobs)
+    if "request_timeout" in features:
+        longest = max(max(job.deadline.total_seconds(), job.work_s[1]) for job in jobs)
+        timeout = timeouts.draw(rng, timedelta(seconds=longest))
+        scenario.request_timeout = timeout
+        scenario.audit = dataclasses.replace(audit, deadline=timeout.after)
     return scenario
 
 

@@ -32,6 +32,7 @@ from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
+from scheduler_dedup.localrun.simulation import timeouts
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
@@ -47,7 +48,7 @@ QUIET = timedelta(minutes=2)
 # Audits that must log their summary after every time settled (and no backfill request
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
-SETTLE_CAP = timedelta(hours=3)
+SETTLE_CAP = timedelta(hours=12)
 # The share of reported failures the operator reruns with --include-failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
@@ -176,7 +177,8 @@ class World:
                 self.history.note(job, stamped, self.loop.now, text)
             answer(response.status)
 
-        self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        task = self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        timeouts.arm(self, task, job, stamped, answer)  # `request_timeout`
 
     def _body(self, job: SimJob) -> Callable[[RunContext], None]:
         def run(context: RunContext) -> None:
@@ -257,7 +259,7 @@ class World:
         planned, truth = planned_at(now), planned_at(self.loop.now)
         text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
         self.history.backfill_asked(
-            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text, include_failed
         )
         key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
         docs = self.inner.backfills()
