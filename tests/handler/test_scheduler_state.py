@@ -10,12 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from runledger.audit.pause_log import (
-    LOGGING_API,
-    PAUSE_METHOD,
-    RESUME_METHOD,
-    StateChange,
-)
+from runledger.audit.pause_log import LOGGING_API, StateChange
 from runledger.audit.scheduler_state import (
     API,
     PAGE_SIZE,
@@ -27,6 +22,8 @@ from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from tests.handler.support import HANDLER_DIR
 
 PARENT = "projects/acme-prod/locations/europe-west1"
+PAUSE_METHOD = "google.cloud.scheduler.v1.CloudScheduler.PauseJob"
+RESUME_METHOD = "google.cloud.scheduler.v1.CloudScheduler.ResumeJob"
 SINCE = datetime(2026, 10, 16, 6, 0, tzinfo=UTC)
 
 

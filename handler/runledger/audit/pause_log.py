@@ -3,8 +3,12 @@
 Every PauseJob and ResumeJob call, from the console, gcloud or the stack's own
 `pulumi up`, writes an Admin Activity audit log entry (Cloud Audit Logs: Admin
 Activity logs are always written and cannot be turned off), with
-`protoPayload.methodName` "google.cloud.scheduler.v1.CloudScheduler.PauseJob" or
-"...ResumeJob", resource type `cloud_scheduler_job` (labels `job_id`,
+`protoPayload.methodName` "google.cloud.scheduler.VERSION.CloudScheduler.PauseJob"
+or "...ResumeJob". The name carries the API version the call went through:
+v1 (the provider, the console, `gcloud scheduler`), v1beta1 (`gcloud beta`) or
+v1alpha1 (`gcloud alpha`); "Cloud Scheduler audit logging" lists all three
+versions' methods as Admin Activity (ADMIN_WRITE). A call through any of them
+pauses the same job, so every version is read. Resource type `cloud_scheduler_job` (labels `job_id`,
 `location`) and the entry's `timestamp`. The audit reads them with one filtered
 `entries.list` (Cloud Logging REST v2, `POST /v2/entries:list`), which needs
 `logging.logEntries.list` on the project (Admin Activity entries are not
@@ -28,9 +32,10 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.exceptions import BadRequest, SchedulerUnreadable
 
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
-METHOD_PREFIX = "google.cloud.scheduler.v1.CloudScheduler."
-PAUSE_METHOD = METHOD_PREFIX + "PauseJob"
-RESUME_METHOD = METHOD_PREFIX + "ResumeJob"
+# Every API version whose PauseJob and ResumeJob write to the log (see the module doc).
+API_VERSIONS = ("v1", "v1beta1", "v1alpha1")
+PAUSE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.PauseJob" for v in API_VERSIONS)
+RESUME_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.ResumeJob" for v in API_VERSIONS)
 PAGE_SIZE = 1000  # the largest page entries.list returns
 # One call of a Google REST API the audit reads (this log, Scheduler's listing) and
 # how many pages of it the audit follows.
@@ -54,8 +59,11 @@ def pause_filter(project: str, region: str, since: datetime) -> str:
             f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Factivity"',
             'resource.type="cloud_scheduler_job"',
             f'resource.labels.location="{region}"',
-            f'(protoPayload.methodName="{PAUSE_METHOD}" '
-            f'OR protoPayload.methodName="{RESUME_METHOD}")',
+            "("
+            + " OR ".join(
+                f'protoPayload.methodName="{method}"' for method in PAUSE_METHODS + RESUME_METHODS
+            )
+            + ")",
             f'timestamp>="{when}"',
         ]
     )
@@ -69,13 +77,13 @@ def change_of(entry: dict[str, Any]) -> tuple[str, StateChange] | None:
     method = payload.get("methodName")
     job = ((entry.get("resource") or {}).get("labels") or {}).get("job_id")
     stamp = entry.get("timestamp")
-    if method not in (PAUSE_METHOD, RESUME_METHOD) or not job or not isinstance(stamp, str):
+    if method not in PAUSE_METHODS + RESUME_METHODS or not job or not isinstance(stamp, str):
         return None
     try:
         at = parse_schedule_time(stamp)
     except BadRequest:
         return None
-    return str(job), StateChange(at, method == PAUSE_METHOD)
+    return str(job), StateChange(at, method in PAUSE_METHODS)
 
 
 def pause_changes(
