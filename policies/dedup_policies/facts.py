@@ -358,10 +358,17 @@ FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # retries ended on a retryable failure.
 MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEASED)
 # A job the audit could not judge run by run: its live schedule or time zone in Cloud
-# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed.
+# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed;
+# or one whose pause log disagrees with its live state (a pause or resume the log does
+# not show: its times' state is unknown).
 OUTCOME_JOB_DRIFTED = "job_drifted"
 OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
-JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)
+OUTCOME_JOB_PAUSE_LOG_DISAGREES = "job_pause_log_disagrees"
+JOB_FINDING_OUTCOMES = (
+    OUTCOME_JOB_DRIFTED,
+    OUTCOME_JOB_UNAUDITABLE,
+    OUTCOME_JOB_PAUSE_LOG_DISAGREES,
+)
 # A delivery deliberately not run because another run of its job was in progress
 # (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).
 OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"

@@ -201,3 +201,59 @@ def test_a_pause_through_the_beta_or_alpha_api_is_deliberately_not_run_nor_caugh
     assert runs[("etl", START + timedelta(hours=3))] == 0
     (summary,) = [line for line in lines if line["outcome"] == "audit_summary"]
     assert summary["paused_runs"] == 2
+
+
+def test_a_state_change_the_pause_log_does_not_show_is_one_finding_naming_the_job(
+    firestore_store, apis, capsys
+):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "retryWindowSeconds": 7200}
+    app = audited_app(firestore_store, apis, [entry], runs)
+    first = audit(app, apis.clock, capsys, START + timedelta(hours=1))
+    assert [line["outcome"] for line in first] == ["audit_summary"]  # nothing settled yet
+    # A deploy pauses the job at 02:50; its log entry never reaches the audit (a filter
+    # that no longer matches, or an entry that never arrives).
+    apis.call("etl", START + timedelta(hours=2, minutes=50), "PauseJob", logged=False)
+    deployed = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
+
+    lines = audit(deployed, apis.clock, capsys, START + timedelta(hours=4))
+
+    (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+    assert disagrees["job"] == "etl"
+    assert "saw it enabled at 2026-10-16T01:00:03Z" in disagrees["detail"]
+    assert "lists it paused now" in disagrees["detail"]
+    # Neither the log (paused throughout) nor the listing alone is believed: every
+    # settled time is reported, none excused, none caught up.
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [
+        stamp(START),
+        stamp(START + timedelta(hours=1)),
+    ]
+    assert all("catch_up" not in line for line in missed)
+    assert not runs
+    # The next audit saw it paused and sees it paused: the evidence agrees again.
+    later = audit(deployed, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
+    assert not [line for line in later if line["outcome"] == "job_pause_log_disagrees"]
+
+
+def test_a_log_whose_last_call_is_not_the_live_state_is_one_finding_and_nothing_caught_up(
+    firestore_store, apis, capsys
+):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    app = audited_app(firestore_store, apis, [entry], runs)
+    apis.call("etl", START + timedelta(minutes=20), "PauseJob")
+    apis.call("etl", START + timedelta(hours=1, minutes=10), "ResumeJob", logged=False)
+
+    lines = audit(app, apis.clock, capsys, START + timedelta(hours=3))
+
+    (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+    assert disagrees["job"] == "etl"
+    assert "lists it enabled, but its pause log's last call is a PauseJob" in disagrees["detail"]
+    # 00:00 was before the pause: missed and caught up. From the pause on, nothing shows
+    # when the job was enabled again: reported, not caught up.
+    missed = {line["schedule_time"]: line for line in lines if line["outcome"] == "run_missed"}
+    assert missed[stamp(START)]["catch_up"] == "completed"
+    later = [missed[stamp(START + timedelta(hours=hour))] for hour in (1, 2)]
+    assert all("catch_up" not in line for line in later)
+    assert list(runs) == [("etl", START)]
