@@ -34,6 +34,14 @@ MAX_RETRY_COUNT = 5
 # RetryConfig.maxDoublings has no documented upper bound; past 16 doublings of the
 # 5 s default, the interval is beyond maxBackoffDuration's useful range anyway.
 MAX_DOUBLINGS = 16
+# The provider sends a RetryConfig field only when it is not its type's zero value
+# (terraform-provider-google google/services/cloudscheduler/resource_cloud_scheduler_job.go,
+# expandCloudSchedulerJobRetryConfig: `!tpgresource.IsEmptyValue(val)`, and IsEmptyValue is
+# true for integer 0 and for ""). So `maxDoublings: 0` never reaches Cloud Scheduler, which
+# applies its default of 5 doublings: it is refused, and read as 5 where it shows up.
+# retryCount 0 is dropped too, but 0 is Scheduler's default, so it holds; the durations
+# are strings ("0s" is not empty), so they are sent as given.
+DROPPED_MAX_DOUBLINGS = 0
 
 # Header names HttpTarget.headers may not use: target.proto reserves names beginning
 # "X-Google-" and "X-AppEngine-" for Google. The provider checks them case-sensitively

@@ -227,6 +227,13 @@ VARIANTS = [
         "from 0 to 5",
     ),
     Variant(
+        "max-doublings-zero",
+        on("hourly-sync", lambda p: p["retryConfig"].__setitem__("maxDoublings", 0.0)),
+        {"scheduler-retry-limits": MANDATORY},
+        "hourly-sync",
+        "the provider drops",
+    ),
+    Variant(
         "backoff-reversed",
         on("hourly-sync", lambda p: p["retryConfig"].__setitem__("minBackoffDuration", "301s")),
         {"scheduler-retry-limits": MANDATORY},

@@ -1,0 +1,48 @@
+"""Settings the provider or the platform would silently change are refused by `make plan`.
+
+Each refusal is one line naming the key, before anything is deployed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.clitools import run_module
+
+
+def plan(project: Path):
+    return run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(project), "--stack", "test", timeout_s=120
+    )
+
+
+def test_make_plan_refuses_max_doublings_0_which_the_provider_never_sends(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    multi_job_config["scheduler-dedup:jobs"][0]["retry"]["maxDoublings"] = 0
+
+    result = plan(make_stack(multi_job_config))
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: scheduler-dedup:jobs[0].retry.maxDoublings: 0 ")
+    assert "doubles 5 times" in result.stderr
+
+
+def test_make_plan_sends_every_other_zero_retry_setting_as_given(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # retryCount 0 is Scheduler's own default; zero durations are strings, which the
+    # provider sends.
+    multi_job_config["scheduler-dedup:jobs"][0]["retry"] = {
+        "retryCount": 0,
+        "maxRetryDuration": "0s",
+        "maxDoublings": 1,
+    }
+
+    result = plan(make_stack(multi_job_config))
+
+    assert result.returncode == 0, result.stderr
+    assert "maxRetryDuration=0s, maxDoublings=1, " in result.stdout
