@@ -56,6 +56,34 @@ def reserved_header_prefix(name: str) -> str | None:
     return next((p for p in RESERVED_HEADER_PREFIXES if lowered.startswith(p)), None)
 
 
+# Headers every Scheduler job of the stack sets itself (the program's `Content-Type`):
+# a project or region header of the same name would be replaced by the job's own value
+# in the job's headers map, and every delivery refused. Header names compare
+# case-insensitively; lower-cased here.
+JOB_SET_HEADERS = ("content-type",)
+
+# The Cloud Run functions runtime ids the handler can run on: the machinery needs
+# Python 3.11 or newer (`datetime.UTC`, `enum.StrEnum`; pyproject.toml's
+# requires-python), and the Python runtime ids are "python3" and the minor version.
+MIN_PYTHON_MINOR = 11
+PYTHON_RUNTIMES = ("python311", "python312", "python313")
+_PYTHON_RUNTIME = re.compile(r"python3(\d{1,2})")
+
+
+def python_runtime_problem(runtime: str) -> str:
+    """Why the handler cannot run on `runtime`; "" if it can."""
+    found = _PYTHON_RUNTIME.fullmatch(runtime)
+    if found and int(found.group(1)) >= MIN_PYTHON_MINOR:
+        return ""
+    supported = ", ".join(PYTHON_RUNTIMES)
+    if found:
+        return (
+            f"{runtime!r} is Python 3.{found.group(1)}, older than the 3.{MIN_PYTHON_MINOR} the "
+            f"handler needs (it would build, then fail at import); use one of {supported}"
+        )
+    return f"{runtime!r} is not a Cloud Run functions Python runtime id; use one of {supported}"
+
+
 # A Cloud Scheduler JOB_ID: letters, digits, hyphens and underscores, at most 500.
 JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,500}")
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.clitools import run_module
 
 
@@ -46,3 +48,31 @@ def test_make_plan_sends_every_other_zero_retry_setting_as_given(
 
     assert result.returncode == 0, result.stderr
     assert "maxRetryDuration=0s, maxDoublings=1, " in result.stdout
+
+
+@pytest.mark.parametrize("runtime", ["python37", "python38", "python310"])
+def test_make_plan_refuses_a_runtime_older_than_python_3_11_naming_the_supported_ones(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any], runtime: str
+) -> None:
+    result = plan(make_stack({**multi_job_config, "scheduler-dedup:handlerRuntime": runtime}))
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: scheduler-dedup:handlerRuntime: {runtime!r} ")
+    assert "use one of python311, python312, python313" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("projectHeader", "Content-Type"), ("regionHeader", "content-type")]
+)
+def test_make_plan_refuses_a_dedup_header_the_job_sets_itself(
+    make_stack: Callable[[dict[str, Any]], Path],
+    multi_job_config: dict[str, Any],
+    key: str,
+    value: str,
+) -> None:
+    result = plan(make_stack({**multi_job_config, f"scheduler-dedup:{key}": value}))
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: scheduler-dedup:{key}: {value!r} is a header ")
