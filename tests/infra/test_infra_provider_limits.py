@@ -76,3 +76,58 @@ def test_make_plan_refuses_a_dedup_header_the_job_sets_itself(
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"error: scheduler-dedup:{key}: {value!r} is a header ")
+
+
+def source_object(stdout: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if "storageSource.object:" in line]
+    return line.split(":", 1)[1].strip()
+
+
+def test_make_plan_leaves_the_handlers_dotfiles_out_of_the_archive(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    project = make_stack(multi_job_config)
+    before = plan(project)
+    assert before.returncode == 0, before.stderr
+
+    (project / "handler" / ".env").write_text("API_KEY=local-secret\n")
+    (project / "handler" / ".venv" / "lib").mkdir(parents=True)
+    (project / "handler" / ".venv" / "lib" / "site.py").write_text("")
+    after = plan(project)
+
+    # The archive's name is the hash of every file in it: unchanged, so neither went in.
+    assert after.returncode == 0, after.stderr
+    assert source_object(after.stdout) == source_object(before.stdout)
+
+
+@pytest.mark.parametrize("line", ["runledger==0.4.0", "Scheduler_Dedup @ git+https://x/y.git"])
+def test_make_plan_refuses_a_handler_requirement_that_would_shadow_the_machinery(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any], line: str
+) -> None:
+    project = make_stack(multi_job_config)
+    (project / "handler" / "requirements.txt").write_text(f"functions-framework==3.10.2\n{line}\n")
+
+    result = plan(project)
+
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert f"requirements.txt: {line!r} would install a package that shadows" in result.stderr
+
+
+def test_make_plan_reads_the_job_ids_with_the_handler_dir_last_on_the_path_as_the_function(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # functions-framework appends the source directory to sys.path: an installed package
+    # (PyYAML here) wins over a handler module of the same name, in the function and in
+    # the plan's probe alike.
+    project = make_stack(multi_job_config)
+    handler = project / "handler"
+    (handler / "yaml.py").write_text("raise ImportError('the handler dir came first')\n")
+    ids = "[nightly-report, hourly-sync, invoice-export]"
+    (handler / "jobs.py").write_text(
+        f"import yaml\nJOBS = {{job: print for job in yaml.safe_load({ids!r})}}\n"
+    )
+
+    result = plan(project)
+
+    assert result.returncode == 0, result.stderr
