@@ -308,6 +308,10 @@ def _scheduler_job(
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",
+            # The provider sends a retry field only when it is not the zero value
+            # (expandCloudSchedulerJobRetryConfig, `!tpgresource.IsEmptyValue(val)`):
+            # the config refuses maxDoublings 0 for that (facts.DROPPED_MAX_DOUBLINGS);
+            # retryCount 0 is Scheduler's default; the durations go as strings, "0s" too.
             retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
                 retry_count=retry.retry_count,
                 max_retry_duration=f"{retry.max_retry_duration_s}s",
