@@ -95,3 +95,12 @@ def test_work_items_read_past_the_store_are_caught(monkeypatch):
     monkeypatch.setattr(work.RunWork, "_lookup", lambda self, kind, names: dict.fromkeys(names))
     found = {line.split(":")[0] for line in _violations(range(2))}
     assert {"stage redone", "output produced twice"} <= found
+
+
+def test_pauses_read_through_v1_alone_are_caught(monkeypatch):
+    """`pause_api_versions`: a pause log matching only v1's method names misses beta pauses."""
+    from runledger.audit import pause_log
+
+    monkeypatch.setattr(pause_log, "PAUSE_METHODS", pause_log.PAUSE_METHODS[:1])
+    monkeypatch.setattr(pause_log, "RESUME_METHODS", pause_log.RESUME_METHODS[:1])
+    assert _violations(range(1))

@@ -23,6 +23,7 @@ class SeedResult:
     violations: list[Violation]
     faults: dict[str, int]
     simulated: timedelta  # the world's span on the fake clock, start to stop
+    api_faults: dict[str, int]  # the Scheduler and log reads that failed, by fault
 
 
 def run_seed(
@@ -43,4 +44,5 @@ def run_seed(
         check(history, expected),
         world.faults.counts,
         world.stopped - scenario.start,
+        world.api.counts,
     )

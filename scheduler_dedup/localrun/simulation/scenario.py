@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation import timeouts, work
+from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, work
 from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
 
 if TYPE_CHECKING:
@@ -50,6 +50,10 @@ FEATURES = {
     "output (ctx.output), under every store fault",
     "request_timeout": "Cloud Run's request timeout cuts requests mid-job: 504 to Scheduler, "
     "the code works on with its CPU throttled",
+    "pause_api_versions": "pauses and resumes made through the v1beta1 and v1alpha1 APIs "
+    "(gcloud beta/alpha), logged under those versions' method names",
+    "unreadable_scheduler": "the Scheduler listing and the pause log refused (403), "
+    "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds to minutes",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -122,6 +126,10 @@ class Scenario:
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
     staged: dict[str, int] = field(default_factory=dict)  # `job_work`: job -> its stages
     request_timeout: RequestTimeout | None = None  # `request_timeout`
+    # `pause_api_versions`, `unreadable_scheduler`: how the audit's REST reads are answered.
+    api_versions: tuple[str, ...] = ("v1",)
+    api_fault_rate: float = 0.0
+    log_lags_s: tuple[int, ...] = (0,)
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -264,6 +272,11 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         timeout = timeouts.draw(rng, timedelta(seconds=longest))
         scenario.request_timeout = timeout
         scenario.audit = dataclasses.replace(audit, deadline=timeout.after)
+    if "pause_api_versions" in features:
+        scenario.api_versions = scheduler_api.VERSIONS
+    if "unreadable_scheduler" in features:
+        scenario.api_fault_rate = rng.choice(scheduler_api.FAULT_RATES)
+        scenario.log_lags_s = scheduler_api.LAGS_S
     return scenario
 
 

@@ -34,6 +34,13 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         f"±{scenario.skew.total_seconds():g} s",
         file=out,
     )
+    if scenario.api_fault_rate or scenario.api_versions != ("v1",):
+        print(
+            f"  Scheduler and log reads: versions {', '.join(scenario.api_versions)}, fault rate "
+            f"{scenario.api_fault_rate}, drawn {result.api_faults}; log lags up to "
+            f"{max(scenario.log_lags_s)} s",
+            file=out,
+        )
     if scenario.staged:  # `job_work`
         staged = ", ".join(f"{job} {count}" for job, count in sorted(scenario.staged.items()))
         print(f"  staged bodies (stages): {staged}", file=out)

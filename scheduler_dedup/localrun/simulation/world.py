@@ -24,6 +24,7 @@ from typing import Any
 
 from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
+from runledger.audit.scheduler_state import session_listing
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
@@ -37,6 +38,7 @@ from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
+from scheduler_dedup.localrun.simulation.scheduler_api import SchedulerApi
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
 from scheduler_dedup.localrun.simulation.work import staged_work
 from scheduler_dedup.localrun.simulation.work_history import ItemWatch
@@ -87,6 +89,18 @@ class World:
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
         self.stopped = scenario.start  # where the clock stood when the world stopped
+        # `pause_api_versions`, `unreadable_scheduler`: the audit reads Scheduler and its
+        # log through the real REST code, answered by the world (`scheduler_api`).
+        self.api = SchedulerApi(
+            self.scheduler,
+            scenario.rng,
+            scenario.project,
+            scenario.region,
+            lambda: self.loop.now,
+            scenario.api_versions,
+            scenario.api_fault_rate,
+            scenario.log_lags_s,
+        )
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
@@ -125,7 +139,7 @@ class World:
             new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
-            live=self._listing,
+            live=self._audit_listing,
             backfills=lambda: self.docs,
         )
 
@@ -143,6 +157,12 @@ class World:
             )
             for job in self.scheduler.jobs.values()
         }
+
+    def _audit_listing(self, since: datetime) -> dict[str, ListedJob]:
+        """What the audit lists: through the REST code when a class of issue 35 asks it."""
+        if self.scenario.api_versions == ("v1",) and not self.scenario.api_fault_rate:
+            return self._listing(since)
+        return session_listing(self.api, self.scenario.project, self.scenario.region, since)
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
