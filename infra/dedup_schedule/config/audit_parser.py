@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
 from dedup_schedule.config.values import ConfigValues
@@ -72,6 +74,16 @@ def _strings(
     return tuple(items)
 
 
+def repeated_s(zone: str) -> int:
+    """How long a daylight-saving change of `zone` repeats the clocks, in seconds (0: none).
+
+    The difference of its UTC offsets half a year apart, which covers either hemisphere.
+    """
+    tz = ZoneInfo(zone)
+    offsets = [datetime(2026, month, 1, tzinfo=tz).utcoffset() or timedelta(0) for month in (1, 7)]
+    return int(abs((offsets[0] - offsets[1]).total_seconds()))
+
+
 def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> None:
     """Cross-checks of the audit settings against the jobs, the lease and the retention."""
     audit_key = reader.key("audit")
@@ -104,12 +116,16 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
     interval = config.audit_interval_s
     skew = int(MAX_CLOCK_SKEW.total_seconds())
     settle = math.ceil(max(job.retry_window_s for job in config.jobs))
-    needed = interval + settle + config.lease_seconds + skew
+    # A wall time the clocks repeat is one run, recorded (and expiring) from its first
+    # instant and settled from its last: the look-back must span the repeat too.
+    repeat = max(repeated_s(job.time_zone) for job in config.jobs)
+    needed = interval + settle + config.lease_seconds + skew + repeat
     if lookback < needed:
+        parts = "retry window + lease" + (" + a repeated hour" if repeat else "")
         raise ConfigError(
             f"{audit_key}.lookback: {lookback}s is too short to judge every run once: "
             f"the audit runs up to {interval}s apart and a run settles up to "
-            f"{needed - interval}s after its schedule time (retry window + lease); set it "
+            f"{needed - interval}s after its schedule time ({parts}); set it "
             f"to at least {needed}s or run the audit more often"
         )
     if config.audit_absence_s > MAX_ABSENCE_S:

@@ -196,6 +196,8 @@ def _fate(
                 not ask.include_failed
                 and _completed_since(history, time.keys, ask.at, Status.FAILED)
             )
+            # Reported instead: its record would expire before a run finished (`ttl_deletion`).
+            or history.past_retention.get((job, when), ask.at) > ask.at
         )
         if ask.job == job and when in ask.times and not after:
             violation(

@@ -78,6 +78,9 @@ class History:
         self.unsettled = False
         self.crashes: list[str] = []
         self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
+        # Backfill times the audit reported it could no longer run, as (job, time) -> when
+        # (`backfill_past_retention`: the record would expire before the run finished).
+        self.past_retention: dict[tuple[str, datetime], datetime] = {}
 
     # -- what the world reports --
 
@@ -146,6 +149,16 @@ class History:
             if record is not None and record.attempt_id == execution.attempt_id:
                 return record.lease_expires if record.status is Status.IN_PROGRESS else None
         return None
+
+    def backfill_past_retention(self, job: str, when: datetime, now: datetime) -> None:
+        self.past_retention.setdefault((job, when), now)
+        self.note(job, when, now, "backfill reports it past the retention: not run")
+
+    def ttl_deleted(self, key: str, now: datetime) -> None:
+        """TTL deleted the run `key` (`ttl_deletion`): a deletion, not a write of the system's."""
+        last = next((r for _, r in reversed(self.records.get(key, [])) if r is not None), None)
+        if last is not None:
+            self.note(last.job, last.schedule_time, now, "record deleted by TTL")
 
     def record_written(self, now: datetime, key: str, record: RunRecord | None) -> None:
         written = self.records[key]

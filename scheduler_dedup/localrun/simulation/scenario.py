@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, work
+from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, ttl, work
 from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
+from scheduler_dedup.localrun.simulation.ttl import Retention
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -54,6 +55,8 @@ FEATURES = {
     "(gcloud beta/alpha), logged under those versions' method names",
     "unreadable_scheduler": "the Scheduler listing and the pause log refused (403), "
     "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds to minutes",
+    "ttl_deletion": "TTL deletes records past expire_at, with the shortest retention the "
+    "program accepts, while jobs run and Scheduler retries",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -130,6 +133,7 @@ class Scenario:
     api_versions: tuple[str, ...] = ("v1",)
     api_fault_rate: float = 0.0
     log_lags_s: tuple[int, ...] = (0,)
+    ttl: Retention | None = None  # `ttl_deletion`
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -277,6 +281,11 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     if "unreadable_scheduler" in features:
         scenario.api_fault_rate = rng.choice(scheduler_api.FAULT_RATES)
         scenario.log_lags_s = scheduler_api.LAGS_S
+    if "ttl_deletion" in features:
+        kept = ttl.draw(rng, jobs, SETTINGS.lease, timedelta(minutes=10))
+        scenario.ttl = kept
+        scenario.settings = dataclasses.replace(scenario.settings, retention=kept.retention)
+        scenario.lookback_s = kept.lookback_s
     return scenario
 
 

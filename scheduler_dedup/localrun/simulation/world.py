@@ -33,7 +33,7 @@ from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
-from scheduler_dedup.localrun.simulation import timeouts
+from scheduler_dedup.localrun.simulation import timeouts, ttl
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
@@ -120,6 +120,11 @@ class World:
             retry_window_s=job.retry.retry_window_s(job.deadline.total_seconds()),
             attempt_deadline_s=int(job.deadline.total_seconds()),
             catch_up=job.catch_up,
+            catch_up_max_age_s=(
+                self.scenario.ttl.catch_up_max_age_s
+                if job.catch_up and self.scenario.ttl is not None
+                else None
+            ),
             paused=job.id in self.paused_in_stack,
             overlap=job.overlap,
         )
@@ -326,6 +331,7 @@ class World:
                 self.scheduler.add(live, begin, self.settle_cap)
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
+            self.loop.at(self.scenario.start, lambda: ttl.sweep(self))  # `ttl_deletion`
             self.loop.run_until(self.scenario.settle)
             while not self._settled():
                 if self.loop.now >= self.settle_cap:
@@ -366,6 +372,10 @@ class _FindingLines(io.TextIOBase):
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
+        if '"outcome": "backfill_past_retention"' in text:  # `ttl_deletion`
+            entry = json.loads(text)
+            when = parse_schedule_time(entry["schedule_time"])
+            self._world.history.backfill_past_retention(entry["job"], when, self._world.loop.now)
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):
