@@ -72,9 +72,17 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
     assert _violations(MUTATION_SEEDS)
 
 
+# The classes of issue 35 draw last: without them a seed's world is the one it was before,
+# and seed 13's reaches a takeover right at the skew margin.
+ISSUE_35 = frozenset(
+    {"job_work", "request_timeout", "pause_api_versions", "unreadable_scheduler", "ttl_deletion"}
+)
+
+
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
-    assert any("two live holders" in line for line in _violations(SKEW_SEEDS))
+    found = _violations(SKEW_SEEDS, ON - ISSUE_35)
+    assert any("two live holders" in line for line in found)
 
 
 @pytest.mark.firestore
@@ -93,7 +101,7 @@ def test_work_items_read_past_the_store_are_caught(monkeypatch):
     from runledger.sdk import work
 
     monkeypatch.setattr(work.RunWork, "_lookup", lambda self, kind, names: dict.fromkeys(names))
-    found = {line.split(":")[0] for line in _violations(range(2))}
+    found = {line.split(":")[0] for line in _violations(range(3, 4))}
     assert {"stage redone", "output produced twice"} <= found
 
 
