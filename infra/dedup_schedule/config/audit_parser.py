@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
 from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
 from dedup_schedule.config.values import ConfigValues
 from runledger import facts
+from runledger.audit.expected import repeated_s
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
@@ -72,16 +71,6 @@ def _strings(
     if len(set(items)) != len(items):
         raise ConfigError(f"{reader.key(name)}: lists an entry twice")
     return tuple(items)
-
-
-def repeated_s(zone: str) -> int:
-    """How long a daylight-saving change of `zone` repeats the clocks, in seconds (0: none).
-
-    The difference of its UTC offsets half a year apart, which covers either hemisphere.
-    """
-    tz = ZoneInfo(zone)
-    offsets = [datetime(2026, month, 1, tzinfo=tz).utcoffset() or timedelta(0) for month in (1, 7)]
-    return int(abs((offsets[0] - offsets[1]).total_seconds()))
 
 
 def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timedelta
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from runledger.audit.expected import schedule_instants
@@ -15,10 +15,3 @@ def listed(
 ) -> tuple[tuple[datetime, ...], ...]:
     """`audit.expected.schedule_instants`, as the audit and the demo's Scheduler list them."""
     return tuple(schedule_instants(schedule, ZoneInfo(zone), start, end))
-
-
-def repeated_s(zone: str) -> int:
-    """How long `zone`'s daylight-saving change repeats the clocks, in seconds (0: none)."""
-    tz = ZoneInfo(zone)
-    offsets = [datetime(2026, month, 1, tzinfo=tz).utcoffset() or timedelta(0) for month in (1, 7)]
-    return int(abs((offsets[0] - offsets[1]).total_seconds()))

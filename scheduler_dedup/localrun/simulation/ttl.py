@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from runledger.audit.expected import repeated_s
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation.instants import repeated_s
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.scenario import SimJob
