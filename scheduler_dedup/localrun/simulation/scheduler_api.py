@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ class SchedulerApi:
     rng: random.Random
     project: str
     region: str
-    now: Any  # () -> datetime: the true time
+    now: Callable[[], datetime]  # the true time
     versions: tuple[str, ...] = ("v1",)
     fault_rate: float = 0.0
     lags_s: tuple[int, ...] = (0,)
