@@ -50,12 +50,14 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# Four pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
-# many tests wait on an emulator, a served handler or a subprocess rather than on
-# the CPU, so on 2 cores more workers than cores keep both busy (docs/benchmarks.md).
-# pytest exits non-zero on any failure, error, a missing emulator or no tests at all (5).
+# Six pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
+# many tests wait on an emulator, a served handler, a subprocess or a lease to run
+# out rather than on the CPU, so on 2 cores three workers a core keep both busy
+# (four left them idle about half the time). Long simulations run in `make simulate`
+# (CI runs both). pytest exits non-zero on any failure, error, a missing emulator or
+# no tests at all (5).
 test: lint
-	$(PY) -m pytest -n 4
+	$(PY) -m pytest -n 6
 
 # The tests of your jobs only: tests/test_jobs.py (and any tests/test_jobs_*.py you add).
 test-jobs: $(STAMP)
