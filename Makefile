@@ -53,11 +53,13 @@ lint: $(STAMP)
 # Six pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
 # many tests wait on an emulator, a served handler, a subprocess or a lease to run
 # out rather than on the CPU, so on 2 cores three workers a core keep both busy
-# (four left them idle about half the time). Long simulations run in `make simulate`
-# (CI runs both). pytest exits non-zero on any failure, error, a missing emulator or
-# no tests at all (5).
+# (four left them idle about half the time). `--dist loadgroup` hands each worker a
+# test at a time, the longest first (tests/conftest.py), so no worker ends the session
+# alone behind a queue, and keeps an `xdist_group` on one worker (tests/test_wheel.py).
+# Long simulations run in `make simulate` (CI runs both). pytest exits non-zero on any
+# failure, error, a missing emulator or no tests at all (5).
 test: lint
-	$(PY) -m pytest -n 6
+	$(PY) -m pytest -n 6 --dist loadgroup
 
 # The tests of your jobs only: tests/test_jobs.py (and any tests/test_jobs_*.py you add).
 test-jobs: $(STAMP)

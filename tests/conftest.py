@@ -57,20 +57,19 @@ def firestore_db(firestore_emulator: FirestoreEmulator):
     return firestore.Client(project=firestore_emulator.project)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that declare a timeout above the session's run first, in their collected order.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that declare a timeout run first, the longest first; the rest in collected order.
 
     On parallel workers the session lasts at least as long as its longest test
     plus whatever ran before it on that worker: a test its author knows to be
     long (it says so with `@pytest.mark.timeout(...)`) must not start last.
     """
-    default = float(config.getini("timeout") or 0)
 
-    def runs_later(item: pytest.Item) -> bool:
+    def declared(item: pytest.Item) -> float:
         marker = item.get_closest_marker("timeout")
-        return not (marker and marker.args and float(marker.args[0]) > default)
+        return float(marker.args[0]) if marker and marker.args else 0.0
 
-    items.sort(key=runs_later)
+    items.sort(key=declared, reverse=True)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
