@@ -27,6 +27,7 @@ help:
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+	@echo "make bench ARGS=--coldstart  only the cold start (fresh processes of both sides)"
 	@echo "make simulate ARGS=\"--seeds 100\"  the whole system, simulated, against its oracle; --seed S replays one"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
@@ -55,7 +56,7 @@ lint: $(STAMP)
 # out rather than on the CPU, so on 2 cores three workers a core keep both busy
 # (four left them idle about half the time). `--dist loadgroup` hands each worker a
 # test at a time, the longest first (tests/conftest.py), so no worker ends the session
-# alone behind a queue, and keeps an `xdist_group` on one worker (tests/test_wheel.py).
+# alone behind a queue, and runs tests/test_wheel.py on one worker (tests/conftest.py).
 # Long simulations run in `make simulate` (CI runs both). pytest exits non-zero on any
 # failure, error, a missing emulator or no tests at all (5).
 test: lint

@@ -4,6 +4,8 @@ What a new Cloud Run instance pays before its first answer. Each sample is
 its own process (`bench.coldstart_probe`) with the same environment,
 PYTHONPATH layout and jobs module as the served process; one unmeasured
 probe per side first warms the bytecode cache, as a deployed image has it.
+`make bench` takes 20 a side in its repetitions; `make bench ARGS=--coldstart`
+takes only these (`bench.runner.run_coldstart`).
 """
 
 from __future__ import annotations

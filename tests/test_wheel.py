@@ -25,10 +25,6 @@ import pytest
 
 from tests.stacks import FIXTURE_STACK, machinery_project
 
-# One wheel and one fresh virtualenv for the module's tests: `make test`'s
-# `--dist loadgroup` runs them on one worker, so its module fixtures build them once.
-pytestmark = pytest.mark.xdist_group("wheel")
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Each import name the distribution installs, and the folder it is built from.
 PACKAGES = {
