@@ -29,6 +29,7 @@ class ColdStartSample:
     first_answer_s: float
     process_s: float
     status: int
+    cpu_s: float  # the process's CPU time (user + system) up to its first answer
 
 
 def probe(
@@ -48,5 +49,9 @@ def probe(
         raise RuntimeError(f"cold-start probe of {source} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return ColdStartSample(
-        result["import_s"], result["first_answer_s"], process_s, int(result["status"])
+        result["import_s"],
+        result["first_answer_s"],
+        process_s,
+        int(result["status"]),
+        result["cpu_s"],
     )
