@@ -131,3 +131,20 @@ def test_make_plan_reads_the_job_ids_with_the_handler_dir_last_on_the_path_as_th
     result = plan(project)
 
     assert result.returncode == 0, result.stderr
+
+
+def test_make_plan_leaves_an_octet_stream_content_type_to_schedulers_default(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # The provider drops exactly this value from what it reads back, so sending it
+    # would show a diff on every `pulumi up`; Scheduler sends it by default anyway.
+    multi_job_config["scheduler-dedup:jobs"][1]["contentType"] = "application/octet-stream"
+    multi_job_config["scheduler-dedup:jobs"][2]["contentType"] = "text/plain"
+
+    result = plan(make_stack(multi_job_config))
+
+    assert result.returncode == 0, result.stderr
+    headers = [line for line in result.stdout.splitlines() if "httpTarget.headers:" in line]
+    assert sum("Content-Type=" not in line for line in headers) == 1
+    assert any("Content-Type=text/plain" in line for line in headers)
+    assert not any("octet-stream" in line for line in headers)
