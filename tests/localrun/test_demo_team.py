@@ -38,6 +38,7 @@ from tests.localrun.demo_project import (
     TEAM_FAILURE,
     TEAM_STACK,
     TEAM_STACK_FILE,
+    run_lines_disagreeing_with_the_report,
     team_project,
 )
 
@@ -77,6 +78,7 @@ def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a
 ) -> None:
     invariant, report, text = _team_demo(firestore_emulator, team_project(tmp_path), runs=3)
     assert invariant.holds, text
+    assert run_lines_disagreeing_with_the_report(text, report) == [], text
     assert "work: your jobs from handler/jobs.py" in text
     assert "VIOLATED" not in text + report["verdict"]
     runs = report["runs"]
@@ -120,6 +122,7 @@ def test_a_catch_up_that_runs_the_failing_job_again_is_its_failure_too(
         firestore_emulator, team_project(tmp_path), runs=3, catch_up=True
     )
     assert invariant.holds, text
+    assert run_lines_disagreeing_with_the_report(text, report) == [], text
     assert "VIOLATED" not in text + report["verdict"]
     assert report["audit"]["accounts_for_every_run"], text
     caught = {item["run"]: item["catch_up"] for item in report["audit"]["findings"]}
