@@ -315,7 +315,7 @@ def test_a_jobs_module_that_cannot_load_is_a_clear_error(run, project_copy: Path
         run()
 
     message = str(caught.value)
-    assert message.startswith(f"{NS}handlerDir: cannot read the job ids of jobs.py")
+    assert message.startswith(f"{NS}handlerDir: handler/jobs.py:1: ModuleNotFoundError")
     assert "not_installed_anywhere" in message
     assert "Traceback" not in message
 

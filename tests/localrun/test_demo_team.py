@@ -55,18 +55,42 @@ def _team_demo(emulator: FirestoreEmulator, project: Path, runs: int, catch_up: 
     return invariant, report, out.getvalue()
 
 
+REQUIREMENTS_ADVICE = "so install the handler's requirements there too"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected", "advice"),
+    [
+        (
+            "import acme_ledger_client\n",
+            "handler/jobs.py:1: ModuleNotFoundError: No module named 'acme_ledger_client'",
+            True,
+        ),
+        (
+            '"""Acme\'s jobs."""\n\nJOBS = {}\n\n\ndef close(ctx)\n    pass\n',
+            "handler/jobs.py:6: SyntaxError: expected ':'",
+            False,
+        ),
+        (
+            "JOBS = {}\nLIMIT = int('ten')\n",
+            "handler/jobs.py:2: ValueError: invalid literal",
+            False,
+        ),
+    ],
+    ids=["missing-import", "syntax-error", "raises"],
+)
 def test_a_jobs_py_that_cannot_be_imported_stops_the_demo_with_make_plans_line(
-    tmp_path: Path,
+    tmp_path: Path, jobs: str, expected: str, advice: bool
 ) -> None:
-    project = team_project(tmp_path, jobs="import acme_ledger_client\n")
+    project = team_project(tmp_path, jobs=jobs)
     shutil.copytree(REPO_ROOT / "infra", project / "infra")  # the program `make plan` runs
     demo = run_module("scheduler_dedup.localrun.demo", "--dir", str(project), timeout_s=300)
     plan = run_module("scheduler_dedup.offline.plan", "--dir", str(project), timeout_s=300)
     assert demo.returncode == plan.returncode == 2, demo.stdout + demo.stderr
     (line,) = demo.stderr.strip().splitlines()
     assert line == plan.stderr.strip(), (line, plan.stderr)
-    assert line.startswith("error: scheduler-dedup:handlerDir: cannot read the job ids of jobs.py")
-    assert "ModuleNotFoundError: No module named 'acme_ledger_client'" in line
+    assert line.startswith(f"error: scheduler-dedup:handlerDir: {expected}"), line
+    assert (REQUIREMENTS_ADVICE in line) is advice, line
     assert "Traceback" not in demo.stdout + demo.stderr
     assert "starting" not in demo.stdout  # nothing was started
 
