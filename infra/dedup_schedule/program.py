@@ -27,14 +27,19 @@ def stack_values(project_name: str) -> dict[str, Any]:
 
     The language host hands the whole config map to the program in PULUMI_CONFIG;
     listing its keys (not just the ones we know) lets the parser reject typos. Values
-    are read through `pulumi.Config`; structured ones arrive as JSON text.
+    are read through `pulumi.Config`; structured ones arrive as JSON text. The
+    provider's other `gcp:` keys come by name only (None), their values unread, so a
+    missing `gcp:region` can name the misspelt key the stack sets instead.
     """
     wanted = {("gcp", "project"), ("gcp", "region")}
+    values: dict[str, Any] = {}
     for full_key in pulumi.runtime.get_config_env():
         namespace, _, key = full_key.partition(":")
+        key = key.removeprefix("config:")  # legacy `ns:config:key`
         if namespace == project_name:
-            wanted.add((namespace, key.removeprefix("config:")))  # legacy `ns:config:key`
-    values: dict[str, Any] = {}
+            wanted.add((namespace, key))
+        elif namespace == "gcp" and (namespace, key) not in wanted:
+            values[f"gcp:{key}"] = None
     for namespace, key in sorted(wanted):
         value = pulumi.Config(namespace).get(key)
         if value is not None:
