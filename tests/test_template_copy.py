@@ -35,6 +35,7 @@ import yaml
 
 from dedup_schedule.config.parser import _PREFIX, parse_config
 from dedup_schedule.config.values import PROJECT_ID, REGION
+from dedup_schedule.job_ids import handler_job_ids
 from scheduler_dedup.offline.stack_file import read_project_name, read_stack_values
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -155,14 +156,15 @@ def test_the_machinery_is_pinned_once_at_the_commit_the_copy_was_made_from(
     assert "-r requirements-machinery.txt" in (copy / "requirements-dev.txt").read_text()
 
 
-def test_the_stack_file_has_the_answers_and_one_job_the_program_accepts(copy: Path) -> None:
+def test_the_stack_file_has_the_answers_and_schedules_every_example_job(copy: Path) -> None:
     values = read_stack_values(copy, "dev")
     assert values["gcp:project"] == "acme-sched-dev"
     assert values["gcp:region"] == "europe-west1"
     config = parse_config(values, read_project_name(copy))
     assert config.name_prefix == "acme"
-    assert [job.id for job in config.jobs] == ["nightly-report"]
-    assert "nightly-report" in (copy / "handler" / "jobs.py").read_text()
+    # The example jobs and the example stack agree: no function that never runs.
+    defined = handler_job_ids(copy / "handler", "jobs", "handlerDir")
+    assert sorted(job.id for job in config.jobs) == sorted(defined)
 
 
 def test_the_entry_points_are_the_templates_own(copy: Path, source: Path) -> None:

@@ -115,10 +115,11 @@ def _import_failure(
     )
 
 
-def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: str) -> None:
+def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: str) -> list[str]:
     """Every configured job is in the handler's JOBS, and the audit's reserved ids are not.
 
     key_prefix: the namespace of the stack's keys (`scheduler-dedup:`), for the messages.
+    Returns the ids JOBS defines that no job of the stack schedules: they never run.
     """
     if not handler_dir.is_dir():
         raise ConfigError(f"{key_prefix}handlerDir: {handler_dir} does not exist")
@@ -137,6 +138,7 @@ def check_handler_jobs(config: ScheduleConfig, handler_dir: Path, key_prefix: st
                 f"{key_prefix}jobs[{index}].id: {job.id!r} is not defined in {where} "
                 f"(JOBS has {_listed(defined)}); every delivery of it would be refused with 404"
             )
+    return sorted(defined - {job.id for job in config.jobs})
 
 
 def _listed(ids: Collection[str]) -> str:

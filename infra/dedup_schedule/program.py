@@ -63,7 +63,7 @@ def deploy(program_dir: Path) -> None:
     try:
         config = parse_config(stack_values(pulumi.get_project()), pulumi.get_project())
         handler_dir = project_root(program_dir) / config.handler_dir
-        check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
+        unscheduled = check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
         schedule = DedupSchedule(
             config.name_prefix, DedupScheduleArgs(config=config, handler_dir=handler_dir)
         )
@@ -71,6 +71,12 @@ def deploy(program_dir: Path) -> None:
         # A clean one-line failure instead of a Python traceback in `pulumi up`.
         raise pulumi.RunError(str(error)) from None
 
+    for job_id in unscheduled:
+        pulumi.log.warn(
+            f"{config.handler_dir}/jobs.py: JOBS defines {job_id!r}, which no entry of "
+            f"{pulumi.get_project()}:jobs schedules, so it never runs; add it to the stack "
+            "or remove it"
+        )
     pulumi.export("serviceUrl", schedule.service_url)
     pulumi.export("jobNames", schedule.job_names)
     pulumi.export("runtimeServiceAccount", schedule.runtime_service_account)

@@ -131,7 +131,7 @@ def test_a_misspelt_provider_key_gets_a_did_you_mean_warning(project_copy: Path)
     result = plan(project_copy, job() + "  gcp:regoin: europe-west1\n  gcp:zone: europe-west3-a\n")
 
     assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: gcp:")]
     assert warnings == [
         "warning: gcp:regoin: not a key of the gcp provider, which ignores it; "
         "did you mean 'region'?"
