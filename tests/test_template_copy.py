@@ -239,13 +239,7 @@ def test_the_next_make_reinstalls_the_machinery_when_the_pin_moves(
 def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
     copy: Path, tmp_path: Path
 ) -> None:
-    team = tmp_path / "team"
-    shutil.copytree(copy, team)
-    (team / ".venv" / "bin").mkdir(parents=True)
-    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
-    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
-    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
-        os.utime(team / name, (1, 1))
+    team = _team_with_this_venv(copy, tmp_path)
     expected = {
         "test": "-m scheduler_dedup.offline.stack_checks --dir .",
         "test-jobs": "-m pytest -q -p no:cacheprovider tests/test_jobs.py",
@@ -256,11 +250,40 @@ def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
         "simulate": "-m scheduler_dedup.localrun.simulation",
         "ops": "-m runledger.ops",
         "lint": "-m ruff check .",
+        "fix": "-m ruff check --fix .",
     }
     for target, command in expected.items():
         dry = _dry_make(team, target)
         assert command in dry, (target, dry)
         assert "pip install" not in dry, target
+    assert "stack_checks --dir . --verbose" in _dry_make(team, "test", "VERBOSE=1")
+
+
+def _team_with_this_venv(copy: Path, tmp_path: Path) -> Path:
+    """A copy whose .venv is this session's Python, its stamp matching the pin: make runs."""
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    (team / ".venv" / "bin").mkdir(parents=True)
+    # A wrapper, not a symlink: Python finds its virtualenv from where it was started.
+    python = team / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
+        os.utime(team / name, (1, 1))
+    return team
+
+
+def test_a_lint_failure_names_make_fix_which_fixes_it(copy: Path, tmp_path: Path) -> None:
+    team = _team_with_this_venv(copy, tmp_path)
+    (team / "tests" / "test_more_jobs.py").write_text("import os,sys\nx=1\n", encoding="utf-8")
+    failed = make(team, "lint", 120)
+    assert failed.returncode != 0
+    assert "lint failed: make fix applies ruff's fixes and formatting" in failed.stderr
+    fixed = make(team, "fix", 120)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (team / "tests" / "test_more_jobs.py").read_text() == "x = 1\n"
+    assert make(team, "lint", 120).returncode == 0
 
 
 @pytest.mark.parametrize(
