@@ -461,3 +461,10 @@ def test_a_copy_from_the_previous_version_is_green_before_and_after_copier_updat
     assert "runledger/__init__.py" in installed.stdout
     direct_url = next((copy / ".venv").glob("lib/python*/site-packages/scheduler_dedup-*"))
     assert head in (direct_url / "direct_url.json").read_text()
+
+    # Once installed, a green `make test` fits a screen: a summary per stack.
+    again = make(copy, "test", 600)
+    assert again.returncode == 0, again.stdout[-6000:] + again.stderr[-3000:]
+    shown = (again.stdout + again.stderr).splitlines()
+    assert len(shown) <= 40, "\n".join(shown)
+    assert "stack checks passed (1 stack(s)" in again.stdout
