@@ -56,10 +56,10 @@ def reserved_header_prefix(name: str) -> str | None:
     return next((p for p in RESERVED_HEADER_PREFIXES if lowered.startswith(p)), None)
 
 
-# Headers every Scheduler job of the stack sets itself (the program's `Content-Type`):
-# a project or region header of the same name would be replaced by the job's own value
-# in the job's headers map, and every delivery refused. Header names compare
-# case-insensitively; lower-cased here.
+# Headers every Scheduler job of the stack carries for itself: `Content-Type`, which the
+# program sets (or leaves to Scheduler's default, application/octet-stream). A project or
+# region header of the same name would be replaced by it, and every delivery refused.
+# Header names compare case-insensitively; lower-cased here.
 JOB_SET_HEADERS = ("content-type",)
 
 # The Cloud Run functions runtime ids the handler can run on: the machinery needs

@@ -19,19 +19,16 @@ import pytest
 
 from runledger.audit.scheduler_state import scheduler_lister
 from runledger.ledger.epochs import record_epochs
-from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from runledger.schedules import audit_settings
 from runledger.service.app import App
 from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers, settings
+from tests.handler.test_audit_live import audit_lines, move_to, stamp
 
 PROJECT, REGION = "acme-prod", "europe-west1"
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": PROJECT, "DEDUP_ALLOWED_REGIONS": REGION}
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
 START = datetime(2026, 10, 16, 0, 0, tzinfo=UTC)
 HOURLY = {"schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}
-
-
-def stamp(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 class Answer:
@@ -152,20 +149,6 @@ def audited_app(store, apis: GoogleApis, entries: list[dict[str, Any]], runs: Co
     return app
 
 
-def move_to(clock: FakeClock, when: datetime) -> None:
-    clock.advance(seconds=(when - clock()).total_seconds())
-
-
-def audit(app: App, clock: FakeClock, capsys, when: datetime) -> list[dict[str, Any]]:
-    """The audit of `when`, delivered just after it: the lines it logged but the request's."""
-    move_to(clock, when + timedelta(seconds=3))
-    capsys.readouterr()
-    answer = deliver(app, scheduler_headers(job=AUDIT_JOB_ID, schedule_time=stamp(when)))
-    assert (answer.status, answer.outcome) == (200, "completed")
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
-    return [line for line in lines if line.get("job") != AUDIT_JOB_ID or "findings" in line]
-
-
 def deliver_run(app: App, clock: FakeClock, when: datetime) -> None:
     move_to(clock, when + timedelta(seconds=2))
     answer = deliver(app, scheduler_headers(job="etl", schedule_time=stamp(when)))
@@ -189,7 +172,7 @@ def test_a_pause_through_the_beta_or_alpha_api_is_deliberately_not_run_nor_caugh
         deliver_run(app, apis.clock, START + timedelta(hours=hour))
 
     # One audit after the resume; Scheduler sent nothing in the pause, and 04:00 was lost.
-    lines = audit(app, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
 
     (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
     assert (missed["schedule_time"], missed["catch_up"]) == (
@@ -209,14 +192,14 @@ def test_a_state_change_the_pause_log_does_not_show_is_one_finding_naming_the_jo
     runs: Counter = Counter()
     entry = {"id": "etl", **HOURLY, "catchUp": True, "retryWindowSeconds": 7200}
     app = audited_app(firestore_store, apis, [entry], runs)
-    first = audit(app, apis.clock, capsys, START + timedelta(hours=1))
+    first = audit_lines(app, apis.clock, capsys, START + timedelta(hours=1))
     assert [line["outcome"] for line in first] == ["audit_summary"]  # nothing settled yet
     # A deploy pauses the job at 02:50; its log entry never reaches the audit (a filter
     # that no longer matches, or an entry that never arrives).
     apis.call("etl", START + timedelta(hours=2, minutes=50), "PauseJob", logged=False)
     deployed = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
 
-    lines = audit(deployed, apis.clock, capsys, START + timedelta(hours=4))
+    lines = audit_lines(deployed, apis.clock, capsys, START + timedelta(hours=4))
 
     (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
     assert disagrees["job"] == "etl"
@@ -232,7 +215,7 @@ def test_a_state_change_the_pause_log_does_not_show_is_one_finding_naming_the_jo
     assert all("catch_up" not in line for line in missed)
     assert not runs
     # The next audit saw it paused and sees it paused: the evidence agrees again.
-    later = audit(deployed, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
+    later = audit_lines(deployed, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
     assert not [line for line in later if line["outcome"] == "job_pause_log_disagrees"]
 
 
@@ -245,7 +228,7 @@ def test_a_log_whose_last_call_is_not_the_live_state_is_one_finding_and_nothing_
     apis.call("etl", START + timedelta(minutes=20), "PauseJob")
     apis.call("etl", START + timedelta(hours=1, minutes=10), "ResumeJob", logged=False)
 
-    lines = audit(app, apis.clock, capsys, START + timedelta(hours=3))
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=3))
 
     (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
     assert disagrees["job"] == "etl"

@@ -5,13 +5,18 @@ Each refusal is one line naming the key, before anything is deployed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scheduler_dedup.offline import gcp_mocks
+from scheduler_dedup.offline.mockrun import run_program
 from tests.clitools import run_module
+
+STATIC = "time:index/static:Static"
 
 
 def plan(project: Path):
@@ -131,3 +136,60 @@ def test_make_plan_reads_the_job_ids_with_the_handler_dir_last_on_the_path_as_th
     result = plan(project)
 
     assert result.returncode == 0, result.stderr
+
+
+def test_make_plan_leaves_an_octet_stream_content_type_to_schedulers_default(
+    make_stack: Callable[[dict[str, Any]], Path], multi_job_config: dict[str, Any]
+) -> None:
+    # The provider drops exactly this value from what it reads back, so sending it
+    # would show a diff on every `pulumi up`; Scheduler sends it by default anyway.
+    multi_job_config["scheduler-dedup:jobs"][1]["contentType"] = "application/octet-stream"
+    multi_job_config["scheduler-dedup:jobs"][2]["contentType"] = "text/plain"
+
+    result = plan(make_stack(multi_job_config))
+
+    assert result.returncode == 0, result.stderr
+    headers = [line for line in result.stdout.splitlines() if "httpTarget.headers:" in line]
+    assert sum("Content-Type=" not in line for line in headers) == 1
+    assert any("Content-Type=text/plain" in line for line in headers)
+    assert not any("octet-stream" in line for line in headers)
+
+
+def test_custom_role_ids_are_kept_by_every_up_and_new_after_a_destroy(
+    make_stack: Callable[[dict[str, Any]], Path],
+    multi_job_config: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = make_stack(multi_job_config)
+
+    def role_ids() -> dict[str, str]:
+        found = run_program(project, "test").of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+        return {role.name: role.inputs["roleId"] for role in found}
+
+    first = role_ids()
+    assert role_ids() == first  # the same state: the same ids, nothing replaced
+    # A destroy removes each role's creation time with it; the next `up`, 20 days later
+    # (while IAM still holds the deleted ids), creates it again at that time.
+    created = gcp_mocks._COMPUTED[STATIC]
+
+    def twenty_days_later(name: str, *rest: Any) -> tuple[str, dict]:
+        stamp, outputs = created(name, *rest)
+        return stamp, outputs | {"unix": outputs["unix"] + 20 * 86400}
+
+    monkeypatch.setitem(gcp_mocks._COMPUTED, STATIC, twenty_days_later)
+    again = role_ids()
+
+    assert (
+        sorted(again)
+        == sorted(first)
+        == [
+            "dedup-ledger-role",
+            "dedup-pause-log-role",
+            "dedup-scheduler-read-role",
+        ]
+    )
+    for name, role in again.items():
+        assert role != first[name]
+        stem = first[name].rsplit("_", 1)[0]
+        assert role.startswith(stem + "_") and stem.startswith("dedup_")
+        assert re.fullmatch(r"[a-z0-9_]{3,64}", role)  # IAM's role id alphabet and length
