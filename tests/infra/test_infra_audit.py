@@ -763,3 +763,16 @@ def test_the_example_plan_grants_no_predefined_scheduler_role() -> None:
     assert result.returncode == 0, result.stderr
     assert "roles/cloudscheduler." not in result.stdout
     assert "permissions: [cloudscheduler.jobs.list]" in result.stdout
+
+
+def test_a_look_back_must_span_the_hour_a_jobs_zone_repeats() -> None:
+    """A repeated wall time settles an hour after its record's first instant: with a
+    retention short enough for TTL to matter, a shorter look-back judged it after its
+    record was gone (the simulator's seed 39, `ttl_deletion`)."""
+    job = {"id": "a", "schedule": "0 2 * * *"}
+    audit = {"lookback": "90m"}
+    parse_config(minimal(jobs=[job | {"timeZone": "UTC"}], audit=audit))
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(jobs=[job | {"timeZone": "Europe/Berlin"}], audit=audit))
+    assert "is too short to judge every run once" in str(caught.value)
+    assert "retry window + lease + a repeated hour" in str(caught.value)

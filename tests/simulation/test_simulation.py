@@ -79,9 +79,17 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
     assert _violations(MUTATION_SEEDS)
 
 
+# The classes of issue 35 draw last: without them a seed's world is the one it was before,
+# and seed 13's reaches a takeover right at the skew margin.
+ISSUE_35 = frozenset(
+    {"job_work", "request_timeout", "pause_api_versions", "unreadable_scheduler", "ttl_deletion"}
+)
+
+
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
-    assert any("two live holders" in line for line in _violations(SKEW_SEEDS))
+    found = _violations(SKEW_SEEDS, ON - ISSUE_35)
+    assert any("two live holders" in line for line in found)
 
 
 @pytest.mark.firestore
@@ -93,3 +101,21 @@ def test_a_seed_on_the_emulator_keeps_the_rule(firestore_emulator):
     result = run_seed(3, ON, emulated_stores(firestore_emulator))
     assert len(result.expected) > 100
     assert [v.line() for v in result.violations] == []
+
+
+def test_work_items_read_past_the_store_are_caught(monkeypatch):
+    """`job_work`: a RunWork that never sees the items stored redoes stages and outputs."""
+    from runledger.sdk import work
+
+    monkeypatch.setattr(work.RunWork, "_lookup", lambda self, kind, names: dict.fromkeys(names))
+    found = {line.split(":")[0] for line in _violations(range(3, 4))}
+    assert {"stage redone", "output produced twice"} <= found
+
+
+def test_pauses_read_through_v1_alone_are_caught(monkeypatch):
+    """`pause_api_versions`: a pause log matching only v1's method names misses beta pauses."""
+    from runledger.audit import pause_log
+
+    monkeypatch.setattr(pause_log, "PAUSE_METHODS", pause_log.PAUSE_METHODS[:1])
+    monkeypatch.setattr(pause_log, "RESUME_METHODS", pause_log.RESUME_METHODS[:1])
+    assert _violations(range(1))

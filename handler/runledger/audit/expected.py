@@ -214,3 +214,15 @@ def expected_runs(
         if sum(len(run.instants) for run in runs) > MAX_READS:
             raise _too_large(schedules, start, end)
     return runs
+
+
+def repeated_s(zone: str) -> int:
+    """How long a daylight-saving change of `zone` repeats the clocks, in seconds (0: none).
+
+    The difference of its UTC offsets half a year apart, which covers either hemisphere.
+    A wall time the clocks repeat is one run, recorded from its first instant and settled
+    from its last, so the audit's look-back must span this too.
+    """
+    tz = ZoneInfo(zone)
+    offsets = [datetime(2026, month, 1, tzinfo=tz).utcoffset() or timedelta(0) for month in (1, 7)]
+    return int(abs((offsets[0] - offsets[1]).total_seconds()))

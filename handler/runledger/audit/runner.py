@@ -75,7 +75,7 @@ from runledger.audit.pauses import (
     with_sighting,
 )
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
-from runledger.audit.walk import Walk, expired_count, listed_once, present_records
+from runledger.audit.walk import Walk, expired_count, in_window, listed_once, present_records
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.overlap import skipped
@@ -215,7 +215,11 @@ class Audit:
         for job_id, reason in failures.items():
             findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
         epochs = self._epochs(judged, now) if judged else {}
-        runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
+        runs = [
+            run
+            for run in listed
+            if run.schedule_time >= epochs.get(run.job.id, start) and in_window(run, start)
+        ]
         held = [run for run in runs if paused_at(run, self._lines)]
         runs = [run for run in runs if not paused_at(run, self._lines)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
@@ -275,7 +279,9 @@ class Audit:
             judged_to = None if state.mark is None else state.mark.judged_to
             begin = start if judged_to is None else max(start, judged_to)
             try:
-                listed = listed_once(listings, schedule, begin, now)
+                listed = [
+                    r for r in listed_once(listings, schedule, begin, now) if in_window(r, start)
+                ]
             except Exception as exc:  # croniter's errors have no common base
                 reason = f"{type(exc).__name__}: {exc}"
                 findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
@@ -288,7 +294,7 @@ class Audit:
             reopened = [
                 run
                 for run in kept
-                if run.instants[-1] > start
+                if in_window(ExpectedRun(schedule, run.instants), start)
                 and not paused_at(ExpectedRun(schedule, run.instants), self._lines)
             ]
             # Open runs are read again within the job's share too, oldest first; the

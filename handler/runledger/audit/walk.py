@@ -84,6 +84,18 @@ def listed_once(
     return [ExpectedRun(job, instants) for instants in listings[key]]
 
 
+def in_window(run: ExpectedRun, start: datetime) -> bool:
+    """Whether `run` is inside a look-back that begins at `start`: by its first instant.
+
+    A wall time the clocks repeat is one run, recorded under its first instant and
+    expiring from it, so once that instant has left the look-back its record may be
+    gone, and reading it as absent would report a run that ran (the simulator's seed 21:
+    a TTL deletion, then the look-back judged again). The program's shortest look-back
+    spans a repeated hour, so an earlier audit judged it in time.
+    """
+    return run.instants[0] > start
+
+
 def expired_count(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
     """The job's times after its watermark that left the look-back before an audit judged them."""
     try:

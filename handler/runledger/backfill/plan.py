@@ -15,7 +15,10 @@ A run in progress is planned whatever its lease says by the operator's clock:
 whether that lease is live is the handler's clock's to decide, when the audit
 claims the time (`backfill.runs`): a live holder keeps it (the request waits
 for it), a lease that ran out is taken over and run. No clock the plan reads
-decides what runs, as for failures.
+decides what runs, as for failures. With --include-failed, the attempt holding
+a run in progress is named too: if it then fails for good, the audit reruns the
+time as it would a failure the plan saw (seed 81 of the simulator: such a time,
+asked to run, was left failed).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ class PlannedRun:
     schedule_time: datetime
     action: str
     # rerun_failed: the failed attempt the plan saw; the audit reruns the time only while
-    # its record is still that attempt's (`backfill.runs`), so no clock decides it.
+    # its record is still that attempt's (`backfill.runs`), so no clock decides it. A run
+    # in progress under --include-failed names its holder: rerun if that attempt fails.
     failed_attempt: str | None = None
 
     def to_json(self) -> dict[str, str]:
@@ -102,8 +106,10 @@ def plan(
             left[reason] = left.get(reason, 0) + 1
             continue
         failed = [record.attempt_id for record in present if record.status is Status.FAILED]
+        held = [r.attempt_id for r in present if r.status is Status.IN_PROGRESS]
         action = ACTION_RERUN_FAILED if failed else ACTION_RUN
-        runs.append(PlannedRun(job.id, run.schedule_time, action, failed[0] if failed else None))
+        attempt = failed[0] if failed else (held[0] if held and include_failed else None)
+        runs.append(PlannedRun(job.id, run.schedule_time, action, attempt))
     return Plan(runs, left)
 
 

@@ -184,7 +184,8 @@ def _run_time(
     elif when + ledger.retention - ledger.lease <= ledger.now():
         outcome = "past_retention"  # its record would expire before the run could finish
     else:
-        if action == ACTION_RERUN_FAILED:
+        # A planned failure, or a holder the request named that has failed since.
+        if action == ACTION_RERUN_FAILED or failed_attempt is not None:
             _release_if_still_failed(ledger, run.key, failed_attempt)
         outcome = runner.run(run, TRIGGER_BACKFILL)
     log_line(

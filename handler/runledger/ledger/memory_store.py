@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from runledger.exceptions import RecordExists, VersionConflict
@@ -214,6 +215,17 @@ class MemoryRunStore:
     def backfills(self) -> MemoryBackfills:
         """The backfill documents of this store, as `backfill.queue.BackfillDocs`."""
         return MemoryBackfills(self)
+
+    def delete_expired(self, before: datetime) -> list[str]:
+        """What Firestore's TTL policy does, all at once: delete every run whose `expire_at`
+        is before `before`, with its checkpoints and outputs; the keys deleted."""
+        with self._lock:
+            gone = [key for key, found in self._records.items() if found.record.expire_at < before]
+            for key in gone:
+                del self._records[key]
+            for item_key in [item for item in self._items if item[0] in gone]:
+                del self._items[item_key]
+        return gone
 
     def delete_audit_documents(self) -> None:
         """Delete what lives under runledger_audit but the backfills: epochs, watermarks, slots.

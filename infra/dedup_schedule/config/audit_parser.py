@@ -16,6 +16,7 @@ import re
 from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
 from dedup_schedule.config.values import ConfigValues
 from runledger import facts
+from runledger.audit.expected import repeated_s
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
@@ -104,12 +105,16 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
     interval = config.audit_interval_s
     skew = int(MAX_CLOCK_SKEW.total_seconds())
     settle = math.ceil(max(job.retry_window_s for job in config.jobs))
-    needed = interval + settle + config.lease_seconds + skew
+    # A wall time the clocks repeat is one run, recorded (and expiring) from its first
+    # instant and settled from its last: the look-back must span the repeat too.
+    repeat = max(repeated_s(job.time_zone) for job in config.jobs)
+    needed = interval + settle + config.lease_seconds + skew + repeat
     if lookback < needed:
+        parts = "retry window + lease" + (" + a repeated hour" if repeat else "")
         raise ConfigError(
             f"{audit_key}.lookback: {lookback}s is too short to judge every run once: "
             f"the audit runs up to {interval}s apart and a run settles up to "
-            f"{needed - interval}s after its schedule time (retry window + lease); set it "
+            f"{needed - interval}s after its schedule time ({parts}); set it "
             f"to at least {needed}s or run the audit more often"
         )
     if config.audit_absence_s > MAX_ABSENCE_S:

@@ -78,9 +78,11 @@ def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bo
     )
 
 
-def _completed_since(history: History, keys: Sequence[str], at: datetime) -> bool:
+def _completed_since(
+    history: History, keys: Sequence[str], at: datetime, status: Status = Status.COMPLETED
+) -> bool:
     return any(
-        when >= at and record is not None and record.status is Status.COMPLETED
+        when >= at and record is not None and record.status is status
         for key in keys
         for when, record in history.records[key]
     )
@@ -103,6 +105,7 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
         violations += _fate(history, time, findings, drifted)
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
+    violations += history.work.check(history.records)  # `job_work`
     return violations
 
 
@@ -183,11 +186,18 @@ def _fate(
             )
     for ask in history.asks:
         # A run in progress when asked is left to its holder while its lease is live: its
-        # completion recorded since (its effect may predate the ask) is the run asked for.
+        # completion recorded since (its effect may predate the ask) is the run asked for,
+        # and so is its terminal failure for a request without --include-failed (seed 81).
         after = (
             any(r.start >= ask.at for r in runs)
             or any(e.effect_at >= ask.at for e in effects)
             or _completed_since(history, time.keys, ask.at)
+            or (
+                not ask.include_failed
+                and _completed_since(history, time.keys, ask.at, Status.FAILED)
+            )
+            # Reported instead: its record would expire before a run finished (`ttl_deletion`).
+            or history.past_retention.get((job, when), ask.at) > ask.at
         )
         if ask.job == job and when in ask.times and not after:
             violation(

@@ -21,10 +21,13 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from scheduler_dedup.localrun.simulation.violation import Violation
+from scheduler_dedup.localrun.simulation.work_history import WorkHistory
 
 # How far one instance's clock may be off (`scenario.Scenario.skew`).
 INSTANCE_SKEW = timedelta(seconds=1)
 Moment = tuple[str, datetime]  # (job, schedule time): what a trace is about
+__all__ = ["Ask", "Execution", "History", "Moment", "Violation"]
 
 
 @dataclass
@@ -47,24 +50,13 @@ class Execution:
 
 
 @dataclass(frozen=True)
-class Violation:
-    job: str
-    schedule_time: datetime | None
-    rule: str
-    detail: str
-
-    def line(self) -> str:
-        when = "-" if self.schedule_time is None else f"{self.schedule_time:%Y-%m-%dT%H:%M:%SZ}"
-        return f"{self.rule}: {self.job} at {when}: {self.detail}"
-
-
-@dataclass(frozen=True)
 class Ask:
     """A backfill request as the operator made it, and the times it asked to run."""
 
     at: datetime
     job: str
     times: frozenset[datetime]
+    include_failed: bool = True
 
 
 class History:
@@ -85,6 +77,10 @@ class History:
         self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
+        self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
+        # Backfill times the audit reported it could no longer run, as (job, time) -> when
+        # (`backfill_past_retention`: the record would expire before the run finished).
+        self.past_retention: dict[tuple[str, datetime], datetime] = {}
 
     # -- what the world reports --
 
@@ -153,6 +149,16 @@ class History:
             if record is not None and record.attempt_id == execution.attempt_id:
                 return record.lease_expires if record.status is Status.IN_PROGRESS else None
         return None
+
+    def backfill_past_retention(self, job: str, when: datetime, now: datetime) -> None:
+        self.past_retention.setdefault((job, when), now)
+        self.note(job, when, now, "backfill reports it past the retention: not run")
+
+    def ttl_deleted(self, key: str, now: datetime) -> None:
+        """TTL deleted the run `key` (`ttl_deletion`): a deletion, not a write of the system's."""
+        last = next((r for _, r in reversed(self.records.get(key, [])) if r is not None), None)
+        if last is not None:
+            self.note(last.job, last.schedule_time, now, "record deleted by TTL")
 
     def record_written(self, now: datetime, key: str, record: RunRecord | None) -> None:
         written = self.records[key]
@@ -264,9 +270,16 @@ class History:
         self.drifts[job].append((now, drifted))
         self.event(now, f"{job} {'drifted' if drifted else 'back to its stack schedule'}")
 
-    def backfill_asked(self, now: datetime, job: str, times: list[datetime], text: str) -> None:
+    def backfill_asked(
+        self,
+        now: datetime,
+        job: str,
+        times: list[datetime],
+        text: str,
+        include_failed: bool = True,
+    ) -> None:
         """The times a backfill asks to run: its plan by the one true clock, at the request."""
-        self.asks.append(Ask(now, job, frozenset(times)))
+        self.asks.append(Ask(now, job, frozenset(times), include_failed))
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")

@@ -18,6 +18,7 @@ exactly what it exercised.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
+from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, ttl, work
+from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
+from scheduler_dedup.localrun.simulation.ttl import Retention
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -42,6 +46,17 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
+    # Issue 35: production's world.
+    "job_work": "job bodies that checkpoint their stages (ctx.stage) and emit a once-only "
+    "output (ctx.output), under every store fault",
+    "request_timeout": "Cloud Run's request timeout cuts requests mid-job: 504 to Scheduler, "
+    "the code works on with its CPU throttled",
+    "pause_api_versions": "pauses and resumes made through the v1beta1 and v1alpha1 APIs "
+    "(gcloud beta/alpha), logged under those versions' method names",
+    "unreadable_scheduler": "the Scheduler listing and the pause log refused (403), "
+    "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds",
+    "ttl_deletion": "TTL deletes records past expire_at, with the shortest retention the "
+    "program accepts, while jobs run and Scheduler retries",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -112,6 +127,13 @@ class Scenario:
     project: str = PROJECT
     region: str = REGION
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
+    staged: dict[str, int] = field(default_factory=dict)  # `job_work`: job -> its stages
+    request_timeout: RequestTimeout | None = None  # `request_timeout`
+    # `pause_api_versions`, `unreadable_scheduler`: how the audit's REST reads are answered.
+    api_versions: tuple[str, ...] = ("v1",)
+    api_fault_rate: float = 0.0
+    log_lags_s: tuple[int, ...] = (0,)
+    ttl: Retention | None = None  # `ttl_deletion`
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -228,7 +250,7 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
-    return Scenario(
+    scenario = Scenario(
         seed=seed,
         rng=rng,
         start=start,
@@ -246,6 +268,25 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         outages=outages,
         spared=frozenset(spared),
     )
+    # Each class of issue 35 draws last, and only when on: the worlds of the others stay.
+    if "job_work" in features:
+        scenario.staged = work.draw(rng, jobs)
+    if "request_timeout" in features:
+        longest = max(max(job.deadline.total_seconds(), job.work_s[1]) for job in jobs)
+        timeout = timeouts.draw(rng, timedelta(seconds=longest))
+        scenario.request_timeout = timeout
+        scenario.audit = dataclasses.replace(audit, deadline=timeout.after)
+    if "pause_api_versions" in features:
+        scenario.api_versions = scheduler_api.VERSIONS
+    if "unreadable_scheduler" in features:
+        scenario.api_fault_rate = rng.choice(scheduler_api.FAULT_RATES)
+        scenario.log_lags_s = scheduler_api.LAGS_S
+    if "ttl_deletion" in features:
+        kept = ttl.draw(rng, jobs, SETTINGS.lease, timedelta(minutes=10))
+        scenario.ttl = kept
+        scenario.settings = dataclasses.replace(scenario.settings, retention=kept.retention)
+        scenario.lookback_s = kept.lookback_s
+    return scenario
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:

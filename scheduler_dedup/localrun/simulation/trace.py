@@ -34,6 +34,23 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         f"±{scenario.skew.total_seconds():g} s",
         file=out,
     )
+    if scenario.api_fault_rate or scenario.api_versions != ("v1",):
+        print(
+            f"  Scheduler and log reads: versions {', '.join(scenario.api_versions)}, fault rate "
+            f"{scenario.api_fault_rate}, drawn {result.api_faults}; log lags up to "
+            f"{max(scenario.log_lags_s)} s",
+            file=out,
+        )
+    if scenario.staged:  # `job_work`
+        staged = ", ".join(f"{job} {count}" for job, count in sorted(scenario.staged.items()))
+        print(f"  staged bodies (stages): {staged}", file=out)
+    if scenario.request_timeout is not None:  # `request_timeout`
+        timeout = scenario.request_timeout
+        print(
+            f"  request timeout {int(timeout.after.total_seconds())} s, then "
+            f"{timeout.throttle:g}x slower",
+            file=out,
+        )
     for note in scenario.notes:
         print(f"  operator {note}", file=out)
     for when, text in result.history.events:

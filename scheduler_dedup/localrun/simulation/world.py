@@ -24,6 +24,7 @@ from typing import Any
 
 from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
+from runledger.audit.scheduler_state import session_listing
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
@@ -32,11 +33,15 @@ from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
+from scheduler_dedup.localrun.simulation import timeouts, ttl
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
+from scheduler_dedup.localrun.simulation.scheduler_api import SchedulerApi
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from scheduler_dedup.localrun.simulation.work import staged_work
+from scheduler_dedup.localrun.simulation.work_history import ItemWatch
 
 # A job body checks its lease and reports progress this often while it works.
 STEP = timedelta(seconds=20)
@@ -45,7 +50,7 @@ QUIET = timedelta(minutes=2)
 # Audits that must log their summary after every time settled (and no backfill request
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
-SETTLE_CAP = timedelta(hours=3)
+SETTLE_CAP = timedelta(hours=12)
 # The share of reported failures the operator reruns with --include-failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
@@ -69,7 +74,7 @@ class World:
         )
         self.inner = inner
         self.store = FaultyStore(
-            inner,
+            ItemWatch(inner, history.work, lambda: self.loop.now),
             self.loop,
             self.faults,
             self._written,
@@ -83,6 +88,19 @@ class World:
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
+        self.stopped = scenario.start  # where the clock stood when the world stopped
+        # `pause_api_versions`, `unreadable_scheduler`: the audit reads Scheduler and its
+        # log through the real REST code, answered by the world (`scheduler_api`).
+        self.api = SchedulerApi(
+            self.scheduler,
+            scenario.rng,
+            scenario.project,
+            scenario.region,
+            lambda: self.loop.now,
+            scenario.api_versions,
+            scenario.api_fault_rate,
+            scenario.log_lags_s,
+        )
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
@@ -102,6 +120,11 @@ class World:
             retry_window_s=job.retry.retry_window_s(job.deadline.total_seconds()),
             attempt_deadline_s=int(job.deadline.total_seconds()),
             catch_up=job.catch_up,
+            catch_up_max_age_s=(
+                self.scenario.ttl.catch_up_max_age_s
+                if job.catch_up and self.scenario.ttl is not None
+                else None
+            ),
             paused=job.id in self.paused_in_stack,
             overlap=job.overlap,
         )
@@ -121,7 +144,7 @@ class World:
             new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
-            live=self._listing,
+            live=self._audit_listing,
             backfills=lambda: self.docs,
         )
 
@@ -139,6 +162,12 @@ class World:
             )
             for job in self.scheduler.jobs.values()
         }
+
+    def _audit_listing(self, since: datetime) -> dict[str, ListedJob]:
+        """What the audit lists: through the REST code when a class of issue 35 asks it."""
+        if self.scenario.api_versions == ("v1",) and not self.scenario.api_fault_rate:
+            return self._listing(since)
+        return session_listing(self.api, self.scenario.project, self.scenario.region, since)
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
@@ -173,7 +202,8 @@ class World:
                 self.history.note(job, stamped, self.loop.now, text)
             answer(response.status)
 
-        self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        task = self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        timeouts.arm(self, task, job, stamped, answer)  # `request_timeout`
 
     def _body(self, job: SimJob) -> Callable[[RunContext], None]:
         def run(context: RunContext) -> None:
@@ -191,6 +221,17 @@ class World:
     def _work(self, job: SimJob, context: RunContext, execution: Execution) -> None:
         """Work in steps, checking the lease before each; then fail or take effect."""
         work = timedelta(seconds=self.rng.uniform(*job.work_s))
+        stages = self.scenario.staged.get(job.id)
+        if stages:  # `job_work`: the work in checkpointed stages, the effect an output
+            staged_work(self, job, context, execution, work, stages)
+            return
+        self.steps(context, execution, work)
+        self.maybe_fail(job, execution)
+        execution.outcome = "effect"
+        execution.effect_at = self.loop.now
+
+    def steps(self, context: RunContext, execution: Execution, work: timedelta) -> None:
+        """`work` in steps of at most STEP, checking the lease before each and after the last."""
         while True:
             context.ensure_lease()
             execution.held.append(self.loop.now)
@@ -199,6 +240,9 @@ class World:
             step = min(STEP, work)
             self.loop.sleep(step)
             work -= step
+
+    def maybe_fail(self, job: SimJob, execution: Execution) -> None:
+        """Fail terminally or retryably at the job's rates."""
         draw = self.rng.random()
         if draw < job.terminal:
             execution.outcome = "failed"
@@ -206,8 +250,6 @@ class World:
         if draw < job.terminal + job.retryable:
             execution.outcome = "error"
             raise RuntimeError("simulated retryable failure")
-        execution.outcome = "effect"
-        execution.effect_at = self.loop.now
 
     # -- what the operator and the stack do --
 
@@ -242,7 +284,7 @@ class World:
         planned, truth = planned_at(now), planned_at(self.loop.now)
         text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
         self.history.backfill_asked(
-            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text, include_failed
         )
         key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
         docs = self.inner.backfills()
@@ -289,6 +331,7 @@ class World:
                 self.scheduler.add(live, begin, self.settle_cap)
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
+            self.loop.at(self.scenario.start, lambda: ttl.sweep(self))  # `ttl_deletion`
             self.loop.run_until(self.scenario.settle)
             while not self._settled():
                 if self.loop.now >= self.settle_cap:
@@ -298,6 +341,7 @@ class World:
                     self.history.unsettled = True
                     break
                 self.loop.run_until(self.loop.now + timedelta(minutes=10))
+            self.stopped = self.loop.now
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
@@ -328,6 +372,10 @@ class _FindingLines(io.TextIOBase):
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
+        if '"outcome": "backfill_past_retention"' in text:  # `ttl_deletion`
+            entry = json.loads(text)
+            when = parse_schedule_time(entry["schedule_time"])
+            self._world.history.backfill_past_retention(entry["job"], when, self._world.loop.now)
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):

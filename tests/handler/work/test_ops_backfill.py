@@ -474,6 +474,36 @@ def test_a_run_held_under_a_live_lease_keeps_the_request_waiting_for_its_holder(
     assert jobs.runs == Counter()
 
 
+def test_a_holder_that_fails_after_an_include_failed_request_is_rerun(env, firestore_db, capsys):
+    """The simulator's seed 81: in progress when asked, failed for good since, left failed."""
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    held_at_seven(store, NOW + timedelta(minutes=30))
+    assert ops(env, "backfill", *FAILED_WINDOW, "--include-failed")[0] == 0
+    found = store.get(key_of(7))
+    store.update(key_of(7), {"status": Status.FAILED.value}, found.version)  # its holder failed
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    backfill = summary(run_audit(app, capsys))["backfill"]
+    assert (backfill["requests_done"], backfill["outcomes"]) == (1, {"completed": 1})
+    assert jobs.runs == Counter({7: 1})
+    assert store.get(key_of(7)).record.status is Status.COMPLETED
+
+
+def test_a_holder_that_fails_after_a_request_without_include_failed_stays_failed(
+    env, firestore_db, capsys
+):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    held_at_seven(store, NOW + timedelta(minutes=30))
+    assert ops(env, "backfill", *FAILED_WINDOW)[0] == 0
+    found = store.get(key_of(7))
+    store.update(key_of(7), {"status": Status.FAILED.value}, found.version)
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    summary(run_audit(app, capsys))
+    assert jobs.runs == Counter()
+    assert store.get(key_of(7)).record.status is Status.FAILED
+
+
 # `ops describe` says of a job what the audit concludes from the same settings: a job
 # whose live schedule is not the deployed one is `drifted`, and none of its runs is judged.
 
