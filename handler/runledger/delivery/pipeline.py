@@ -9,6 +9,12 @@ triggers is data: the run's `trigger` (on its record and log lines; a run the
 audit starts waits for a running holder instead of being skipped), the body
 the job gets, and whether a duplicate that meets a live lease waits for its
 holder (only a delivery: `Trigger.wait`).
+
+A job's active window (`startAt`/`endAt`, `schedules.JobSchedule.in_window`) is
+the pipeline's first step, for every trigger: a time outside it is answered
+200 `outside_window` before any read or write, so it costs nothing and is never
+run. Each claim puts its start lag (claim time minus schedule time) on the log
+line as `start_lag_s` (not for a forced run, whose ScheduleTime is not when it was due).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from runledger.delivery.responses import (
     Response,
     duplicate_response,
     error_text,
+    outside_window_response,
     store_response,
     waited_response,
 )
@@ -34,6 +41,7 @@ from runledger.ledger.machine import Ledger, may_take_over
 from runledger.ledger.overlap import yielded_answer
 from runledger.ledger.record import Status
 from runledger.ledger.run import Claim, Duplicate, RunIdentity, Yielded
+from runledger.schedules import JobSchedule
 from runledger.sdk.context import RunContext
 from runledger.sdk.joblog import run_fields
 from runledger.sdk.registry import JobFn
@@ -63,15 +71,21 @@ class RunPipeline:
         clock: Callable[[], datetime],
         renewals: Renewals,
         monotonic: Callable[[], float] = time.monotonic,
+        windows: Mapping[str, JobSchedule] | None = None,
     ) -> None:
+        """`windows`: the schedules of the jobs with an active window, by job id."""
         self._ledger = ledger
         self._jobs = jobs
         self._clock = clock
         self._renewals = renewals
         self._monotonic = monotonic
+        self._windows = dict(windows or {})
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
+        windowed = self._windows.get(run.job)
+        if windowed is not None and not windowed.in_window(run.schedule_time):
+            return outside_window_response(windowed, fields)
         try:
             result = self._ledger().claim(run)
         except StoreUnavailable as exc:
@@ -84,6 +98,9 @@ class RunPipeline:
             fields["attempt_id"] = result.record.attempt_id
             return self._answer_duplicate(run, result, trigger, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
+        if not run.manual:
+            lag = result.record.claimed_at - run.schedule_time
+            fields[facts.START_LAG_FIELD] = round(lag.total_seconds(), 3)
         return self._execute(run, result, trigger.body, fields)
 
     def _answer_duplicate(

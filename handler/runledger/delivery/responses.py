@@ -12,6 +12,7 @@ from runledger import facts
 from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import Duplicate
+from runledger.schedules import JobSchedule
 
 
 @dataclass(frozen=True)
@@ -88,3 +89,19 @@ def waited_response(record: RunRecord) -> Response:
             f"run failed retryably under {holder} ({record.error}); released for a retry",
         )
     return duplicate_response(Duplicate(record.status, record))
+
+
+def outside_window_response(job: JobSchedule, fields: dict[str, object]) -> Response:
+    """A time outside its job's active window: 200, so Scheduler stops retrying; never run.
+
+    Nothing is written: the audit never expects such a time, so there is nothing to
+    record it against. The window goes to the log line.
+    """
+    start = None if job.start_at is None else job.start_at.isoformat()
+    end = None if job.end_at is None else job.end_at.isoformat()
+    fields.update(active_from=start, active_until=end)
+    return Response(
+        200,
+        facts.OUTCOME_OUTSIDE_WINDOW,
+        f"outside the job's active window ({start or 'open'} .. {end or 'open'}); not run",
+    )

@@ -1,6 +1,6 @@
 """`python -m runledger.ops describe --job J`: one job as an operator asks about it.
 
-Its schedule and time zone, its overlap policy, its live state in Cloud
+Its schedule and time zone, its overlap policy, its active window, its live state in Cloud
 Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
 says why; a live schedule or zone that is not the deployed one is `drift`, and
 its unrun times read `drifted`, not missed, as the audit judges them), the next 10
@@ -169,6 +169,7 @@ def describe(
         "schedule": job.schedule,
         "time_zone": job.time_zone,
         "overlap": job.overlap,
+        "window": _window(job, now),
         "state": state,
         "next": [rfc3339(moment) for moment in upcoming],
         "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],
@@ -177,6 +178,23 @@ def describe(
         "lookback_s": int(audit.lookback.total_seconds()),
         "epoch": None if epoch is None else rfc3339(epoch),
         "now": rfc3339(now),
+    }
+
+
+def _window(job: Any, now: datetime) -> dict[str, Any] | None:
+    """The job's active window (`startAt`/`endAt`) and where `now` stands in it; None: always."""
+    if not job.windowed:
+        return None
+    if job.start_at is not None and now < job.start_at:
+        where = "not yet open"
+    elif job.end_at is not None and now > job.end_at:
+        where = "closed"
+    else:
+        where = "open"
+    return {
+        "start_at": None if job.start_at is None else rfc3339(job.start_at),
+        "end_at": None if job.end_at is None else rfc3339(job.end_at),
+        "now": where,
     }
 
 
@@ -192,6 +210,7 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",
         f"overlap      {view['overlap']}",
+        f"window       {_window_text(view['window'])}",
         f"live state   {live}",
         f"audit epoch  {view['epoch'] or '-'}",
         f"next {len(view['next'])} scheduled time(s):",
@@ -212,6 +231,13 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
     lines.append(f"over the audit's look-back ({hours:g} h): {counts}")
     for line in lines:
         print(line, file=out)
+
+
+def _window_text(window: Mapping[str, Any] | None) -> str:
+    if window is None:
+        return "always (no startAt/endAt)"
+    start, end = window["start_at"] or "open", window["end_at"] or "open"
+    return f"{start} .. {end} ({window['now']}; times outside are not run)"
 
 
 def run(

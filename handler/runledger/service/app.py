@@ -99,6 +99,11 @@ class App:
             clock,
             RenewalScheduler() if renewals is None else renewals,
             monotonic,
+            windows={
+                schedule.id: schedule
+                for schedule in (audit.schedules if audit is not None else ())
+                if schedule.windowed
+            },
         )
         self._monotonic = monotonic
         self._ledger: Ledger | None = None

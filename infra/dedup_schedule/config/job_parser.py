@@ -1,4 +1,5 @@
-"""The `jobs` part of the stack config: each job's schedule, deadline, retries, target and overlap.
+"""The `jobs` part of the stack config: each job's schedule, deadline, retries, target, overlap
+and active window.
 
 `parser.parse_config` calls `parse_jobs`; every error is a `ConfigError`
 naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
@@ -7,6 +8,7 @@ naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from dedup_schedule.config.model import ConfigError, JobConfig, TargetConfig
@@ -28,6 +30,8 @@ _JOB_KEYS = frozenset(
         "catchUpMaxAge",
         "paused",
         "overlap",
+        "startAt",
+        "endAt",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -139,6 +143,29 @@ def _parse_overlap(job: ConfigValues) -> str:
     return value
 
 
+def _parse_window(job: ConfigValues) -> tuple[datetime | None, datetime | None]:
+    """`startAt`/`endAt`: the job's active window, RFC 3339 with an offset, each optional.
+
+    The handler reads them from the job's DEDUP_SCHEDULES entry (`runledger.schedules`):
+    outside the window a time is never expected and never run. A window that cannot
+    hold a single time (endAt at or before startAt) is refused here, naming the key.
+    """
+    bounds: dict[str, datetime | None] = {}
+    for name in ("startAt", "endAt"):
+        value = job.raw(name)
+        try:
+            bounds[name] = None if value is None else schedules.window_instant(value)
+        except ValueError as exc:
+            quote = " (quote it: the Pulumi CLI rewrites an unquoted date)" * (
+                isinstance(value, str) and " " in value
+            )
+            raise ConfigError(f"{job.key(name)}: {exc}{quote}") from None
+    problem = schedules.window_problem(bounds["startAt"], bounds["endAt"])
+    if problem:
+        raise ConfigError(f"{job.key('endAt')}: {problem}: the job would never run")
+    return bounds["startAt"], bounds["endAt"]
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -157,6 +184,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
             f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
         )
     catch_up, catch_up_max_age = _parse_catch_up(job)
+    start_at, end_at = _parse_window(job)
     return JobConfig(
         id=job_id,
         schedule=" ".join(schedule.split()),
@@ -171,6 +199,8 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         catch_up_max_age_s=catch_up_max_age,
         paused=job.boolean("paused", False),
         overlap=_parse_overlap(job),
+        start_at=start_at,
+        end_at=end_at,
     )
 
 
