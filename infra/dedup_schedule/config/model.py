@@ -141,6 +141,9 @@ class AlertsConfig:
 
     notification_channels: tuple[str, ...] = ()
     emails: tuple[str, ...] = ()
+    # `startLagSeconds`: page when a run of a job started (was claimed) more than this
+    # long after its schedule time; None: no such alert (the metric and chart stay).
+    start_lag_s: int | None = None
 
 
 @dataclass(frozen=True)

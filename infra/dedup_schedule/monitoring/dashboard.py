@@ -1,5 +1,5 @@
-"""The schedule's dashboard: runs, findings, attempts, latency, runs past their deadline
-(and audits, skips, if on).
+"""The schedule's dashboard: runs, findings, attempts, latency, runs past their deadline,
+start lag (and audits, skips, if on).
 
 Its charts name the log-based metrics by the names of the metric resources (Outputs),
 so the dashboard is created after the metrics it charts.
@@ -63,6 +63,15 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
     ]
     if metrics.audits is not None:
         tiles.append(("Audits finished", metrics.audits, _sum(), "STACKED_BAR", ""))
+    tiles.append(
+        (
+            "Start lag in s (99th percentile): schedule time to claim, by job",
+            metrics.start_lag,
+            _percentile(),
+            "LINE",
+            "",
+        )
+    )
     if any(job.overlap == "skip" for job in scope.config.jobs):
         # Deliveries an overlap policy skipped (runledger.ledger.overlap): deliberately not run.
         tiles.append(
