@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from runledger import schedules
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
@@ -86,3 +87,9 @@ def test_a_seed_on_the_emulator_keeps_the_rule(firestore_emulator):
     result = run_seed(3, ON, emulated_stores(firestore_emulator))
     assert len(result.expected) > 100
     assert [v.line() for v in result.violations] == []
+
+
+def test_a_handler_that_ignores_the_active_window_is_caught(monkeypatch):
+    # The handler's window test always passing: the pipeline runs every delivered time.
+    monkeypatch.setattr(schedules.JobSchedule, "in_window", lambda self, instant: True)
+    assert any("outside-window time run" in line for line in _violations(range(2)))

@@ -135,8 +135,13 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
     Only the times in the job's active window (`startAt`/`endAt`): the others are never
     expected, so never missed nor caught up, nor backfilled, nor shown as next.
     """
-    start, end = _in_window(job, start, end)
-    if end <= start:
+    if job.start_at is not None:
+        if end < job.start_at:
+            return []
+        start = max(start, job.start_at - _TINY)
+    # A wall time the clocks repeat is in the window by its first instant, and listed by
+    # its last: so the listing's end stays, and only a start past every such time is empty.
+    if job.end_at is not None and start >= job.end_at + _MAX_OFFSET_CHANGE:
         return []
     return [
         ExpectedRun(job, instants)
@@ -146,7 +151,11 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
 
 
 def _in_window(job: JobSchedule, start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    """(start, end] narrowed to the job's active window (its bounds inclusive)."""
+    """(start, end] narrowed to the job's active window (its bounds inclusive), by first instants.
+
+    For a lower bound on the times in it only: a repeated wall time whose first instant
+    is inside may be listed by a later one (`schedule_times`).
+    """
     if job.start_at is not None:
         start = max(start, job.start_at - _TINY)
     if job.end_at is not None:

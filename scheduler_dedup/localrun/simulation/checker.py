@@ -7,7 +7,9 @@ one fate once the world has settled (docs/reliability.md, "The simulator"):
     reported   an audit finding names it, or a `drifted` finding its job while
                the console's edit held
     not run    deliberately: the operator meant the job paused then, or its
-               record says `skipped` (overlap: skip)
+               record says `skipped` (overlap: skip), or the time is outside its
+               job's active window (`startAt`/`endAt`: then no trigger may run it
+               and no finding may name it)
 
 A time with none is `lost`. Beyond the fate, the rules the history is held to:
 a time never takes effect again once its completion was recorded (`ran twice`),
@@ -19,7 +21,7 @@ second body started under another's live lease, and a final record changed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,19 +46,31 @@ class Expected:
     job: str
     instants: tuple[datetime, ...]
     keys: tuple[str, ...]
+    # Outside its job's active window (`startAt`/`endAt`): deliberately not run.
+    outside: bool = False
 
 
 def expected_times(
-    jobs: Sequence[tuple[str, str, str]], start: datetime, end: datetime, project: str, region: str
+    jobs: Sequence[tuple[str, str, str]],
+    start: datetime,
+    end: datetime,
+    project: str,
+    region: str,
+    windows: Mapping[str, Callable[[datetime], bool]] | None = None,
 ) -> list[Expected]:
-    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them."""
+    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them.
+
+    `windows`: each windowed job's test of a time (its first instant) being in its window.
+    """
+    windows = windows or {}
     times = []
     for job, schedule, zone in jobs:
         for instants in listed(schedule, zone, start, end):
             if instants[0] <= start:
                 continue  # sent from the start on: a repeated wall time whose first is the start
             keys = tuple(run_key(job, at, project, region, manual=False) for at in instants)
-            times.append(Expected(job, instants, keys))
+            inside = windows.get(job, lambda _: True)(instants[0])
+            times.append(Expected(job, instants, keys, outside=not inside))
     return times
 
 
@@ -158,6 +172,17 @@ def _fate(
 
     def violation(rule: str, detail: str) -> None:
         found.append(Violation(job, when, rule, detail))
+
+    if time.outside:
+        # Outside its job's active window: never run by any trigger, never reported.
+        for run in runs:
+            violation(
+                "outside-window time run",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
+            )
+        for at in reported:
+            violation("outside-window time reported", f"a finding at {at:%H:%M:%S}")
+        return found
 
     for later in effects[1:]:
         if _completed_before(history, time.keys, later.start):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,7 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
+    "active_window": "a job's active window (startAt/endAt) opening and closing mid-run",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -85,6 +86,14 @@ class SimJob:
     work_s: tuple[float, float]
     retryable: float = 0.0
     terminal: float = 0.0
+    # The active window (`startAt`/`endAt`): its times outside are deliberately not run.
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    def in_window(self, when: datetime) -> bool:
+        return (self.start_at is None or self.start_at <= when) and (
+            self.end_at is None or when <= self.end_at
+        )
 
 
 @dataclass
@@ -228,6 +237,9 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
+    if "active_window" in features:
+        # A generator of its own: every other draw of the seed stays as without windows.
+        jobs = _windowed(random.Random(f"{seed}-active-window"), jobs, start, end)
     return Scenario(
         seed=seed,
         rng=rng,
@@ -246,6 +258,34 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         outages=outages,
         spared=frozenset(spared),
     )
+
+
+def _windowed(
+    rng: random.Random, jobs: list[SimJob], start: datetime, end: datetime
+) -> list[SimJob]:
+    """Most seeds give one or two jobs an active window that opens, closes, or both, mid-run.
+
+    A bound falls on a whole minute half the time, so on a scheduled time itself (both
+    ends are inside), else between two.
+    """
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = set(rng.sample([job.id for job in jobs], rng.randint(1, 2)))
+
+    def bound(earliest: datetime, latest: datetime) -> datetime:
+        at = earliest + timedelta(seconds=rng.randint(0, int((latest - earliest).total_seconds())))
+        return at.replace(second=0) if rng.random() < 0.5 else at
+
+    windowed = []
+    for job in jobs:
+        if job.id in chosen:
+            shape = rng.choice(("opens", "closes", "both"))
+            opens = bound(start, end - timedelta(minutes=40)) if shape != "closes" else None
+            after = start + timedelta(minutes=10) if opens is None else opens
+            closes = bound(after + timedelta(minutes=1), end) if shape != "opens" else None
+            job = replace(job, start_at=opens, end_at=closes)
+        windowed.append(job)
+    return windowed
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:

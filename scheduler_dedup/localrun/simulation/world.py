@@ -104,6 +104,8 @@ class World:
             catch_up=job.catch_up,
             paused=job.id in self.paused_in_stack,
             overlap=job.overlap,
+            start_at=job.start_at,
+            end_at=job.end_at,
         )
 
     def _deploy(self) -> App:

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from runledger.audit.expected import schedule_times
 from runledger.delivery.identify import run_key
 from runledger.exceptions import ConfigError
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ops.cli import main
-from runledger.schedules import AUDIT_JOB_ID, audit_settings
+from runledger.schedules import AUDIT_JOB_ID, audit_settings, parse_schedules
 from runledger.sdk.context import RunContext
 from runledger.testing import JobHarness
 from tests.handler.support import (
@@ -228,3 +229,26 @@ def test_the_job_harness_applies_the_window():
         "export", schedule_time=T0.replace(year=2026, month=1, day=1, hour=2, minute=0)
     )
     assert (early.outcome, early.ran) == ("completed", True)
+
+
+def test_a_repeated_wall_time_is_in_the_window_by_its_first_instant():
+    # 2026-10-25 in Berlin repeats 02:00-03:00: first 00:00-01:00Z, again 01:00-02:00Z.
+    entry = {
+        "id": "export",
+        "schedule": "*/5 * * * *",
+        "timeZone": "Europe/Berlin",
+        "retryWindowSeconds": 200,
+        "endAt": "2026-10-25T00:30:00Z",
+    }
+    (job,) = parse_schedules(json.dumps([entry]))
+    start = datetime(2026, 10, 25, 0, 45, tzinfo=UTC)
+
+    # An audit whose watermark is past the window's end still judges the repeated times
+    # whose first instant was inside it: they settle from their second.
+    listed = schedule_times(job, start, start + timedelta(hours=2))
+
+    assert [run.schedule_time.strftime("%H:%M") for run in listed] == [
+        f"00:{minute:02d}" for minute in range(0, 31, 5)
+    ]
+    assert all(len(run.instants) == 2 for run in listed)
+    assert schedule_times(job, start + timedelta(hours=3), start + timedelta(hours=5)) == []
