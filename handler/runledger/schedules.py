@@ -15,6 +15,8 @@ Scheduler job paused: its times are neither judged nor caught up) to false,
 `startAt` and `endAt` (RFC 3339 with an offset, both optional) bound the job's
 active window: a time outside it is never expected by the audit and, if
 delivered, answered `outside_window` and not run (`JobSchedule.in_window`).
+`suspendAfterFailures` (1 to 1000, optional) suspends the job after that many
+scheduled runs in a row failed for good (`runledger.ledger.suspension`).
 Unknown keys are refused, so a typo cannot silently switch a feature off.
 Unset or empty means no schedules: the audit then has nothing to check.
 """
@@ -69,7 +71,10 @@ _OPTIONAL = (
     "body",
     "startAt",
     "endAt",
+    "suspendAfterFailures",
 )
+# The most consecutive failures a job may wait for before it is suspended.
+MAX_SUSPEND_AFTER = 1000
 # A window bound: RFC 3339 with its UTC offset (`Z` or +HH:MM), so it names one instant
 # whatever the job's time zone, never a wall time a daylight-saving change moves.
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
@@ -112,6 +117,8 @@ class JobSchedule:
     # The active window (`startAt`/`endAt`, inclusive): None is open on that side.
     start_at: datetime | None = None
     end_at: datetime | None = None
+    # `suspendAfterFailures`: None, no suspension (nor a read of one on each delivery).
+    suspend_after: int | None = None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -235,6 +242,16 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     problem = window_problem(bounds["startAt"], bounds["endAt"])
     if problem:
         raise ConfigError(f"{where}: {problem}")
+    suspend_after = entry.get("suspendAfterFailures")
+    if suspend_after is not None and (
+        isinstance(suspend_after, bool)
+        or not isinstance(suspend_after, int)
+        or not 1 <= suspend_after <= MAX_SUSPEND_AFTER
+    ):
+        raise ConfigError(
+            f"{where}: suspendAfterFailures {suspend_after!r} is not a whole number "
+            f"from 1 to {MAX_SUSPEND_AFTER}"
+        )
     return JobSchedule(
         job,
         schedule,
@@ -248,6 +265,7 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
         body,
         bounds["startAt"],
         bounds["endAt"],
+        suspend_after,
     )
 
 
@@ -265,6 +283,7 @@ def schedule_entry(
     body: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
+    suspend_after: int | None = None,
 ) -> dict[str, object]:
     """One job's entry of DEDUP_SCHEDULES, as `parse_schedules` reads it: its one builder.
 
@@ -272,7 +291,7 @@ def schedule_entry(
     never judges a run too early. `catch_up`/`catch_up_max_age_s` left None are
     left out (the parser's defaults apply); `paused` is written only when set,
     `overlap` only when not allow, `body` only when the job sends one and each
-    window bound only when set, so every other entry stays as it was.
+    window bound and `suspendAfterFailures` only when set, so every other entry stays as it was.
     """
     entry: dict[str, object] = {
         "id": job_id,
@@ -295,6 +314,8 @@ def schedule_entry(
         entry["startAt"] = start_at.isoformat()
     if end_at is not None:
         entry["endAt"] = end_at.isoformat()
+    if suspend_after is not None:
+        entry["suspendAfterFailures"] = suspend_after
     return entry
 
 

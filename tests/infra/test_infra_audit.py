@@ -613,6 +613,7 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
         *facts.MISSED_RUN_OUTCOMES,
         facts.OUTCOME_RUN_FAILED,
         *facts.JOB_FINDING_OUTCOMES,
+        facts.OUTCOME_JOB_SUSPENDED,
     }
     stream = io.StringIO()
     now = datetime(2026, 10, 16, tzinfo=UTC)

@@ -93,3 +93,9 @@ def test_a_handler_that_ignores_the_active_window_is_caught(monkeypatch):
     # The handler's window test always passing: the pipeline runs every delivered time.
     monkeypatch.setattr(schedules.JobSchedule, "in_window", lambda self, instant: True)
     assert any("outside-window time run" in line for line in _violations(range(2)))
+
+
+def test_a_handler_that_ignores_a_suspension_is_caught(monkeypatch):
+    # Deliveries never see their job suspended: its runs go on while it is.
+    monkeypatch.setattr(machine.Ledger, "suspension", lambda self, run: None)
+    assert any("run while suspended" in line for line in _violations(range(2, 4)))

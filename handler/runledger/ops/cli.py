@@ -12,6 +12,8 @@
     backfill run a job's past scheduled times in [--from, --to) again, once each,
              by the handler's audit (runledger.backfill; --dry-run writes nothing)
     describe one job: schedule, overlap, live state, next and recent runs, counts
+    suspend  suspend a job in the ledger (--note why): its deliveries are answered, not run
+    resume   end a job's suspension, automatic or by hand
 
 Talks to the Firestore emulator when FIRESTORE_EMULATOR_HOST is set, else to
 --project with application-default credentials. Every failure is one line on
@@ -37,7 +39,7 @@ from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
-from runledger.ops import backfill, describe
+from runledger.ops import backfill, describe, suspend
 from runledger.ops.ledger_ops import LedgerOps, OpsError
 from runledger.ops.output import Printer, describe_release, one_line, print_audit
 from runledger.schedules import JobSchedule
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--job", help="only this Cloud Scheduler job id")
     backfill.add_parser(commands, common)
     describe.add_parser(commands, common)
+    suspend.add_parsers(commands, common)
     return parser
 
 
@@ -318,6 +321,9 @@ def main(
         if args.command == "describe":
             client = client_factory(args, env)
             return describe.run(args, env, clock(), client, lister_factory, stdout)
+        if args.command in ("suspend", "resume"):
+            client = client_factory(args, env)
+            return suspend.run(args, env, clock(), client, _operator(), stdout)
         ops = LedgerOps(client_factory(args, env), args.collection)
         return run_command(args, ops, clock(), stdin, stdout, stderr)
     except KeyboardInterrupt:

@@ -29,10 +29,12 @@ from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.suspension import Suspension, suspension_key
+from runledger.ledger.suspension import read as read_suspension
 from runledger.ops.backfill import job_settings
 
 SHOWN = 10
-COUNTED = ("completed", "failed", "released", "skipped", "missed")
+COUNTED = ("completed", "failed", "released", "skipped", "suspended", "missed")
 # Windows tried in turn for the next times: a minutely job needs the first, a yearly one the last.
 _AHEAD = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=3700))
 
@@ -136,6 +138,10 @@ def describe(
         state["since"] = rfc3339(line.paused_since)
     store = FirestoreRunStore(client, args.collection)
     epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
+    held = None
+    if job.suspend_after is not None:
+        key = suspension_key(audit.project, audit.region, job.id)
+        held = read_suspension(store, key) or Suspension(job.id)
     listed = schedule_times(job, start, now)
     keys = {
         instant: run_key(job.id, instant, audit.project, audit.region, manual=False)
@@ -157,6 +163,8 @@ def describe(
         status = _status(run, present, now, settings.lease, epoch, line)
         if state["drift"] and status in ("missed", "stale"):
             status = "drifted"  # as the audit: a drifted job's runs are not judged
+        if status == "missed" and _held_at(held, run.schedule_time):
+            status = "suspended"  # as the audit: deliberately not run
         counted = "missed" if status == "stale" else status
         if counted in counts:
             counts[counted] += 1
@@ -170,6 +178,9 @@ def describe(
         "time_zone": job.time_zone,
         "overlap": job.overlap,
         "window": _window(job, now),
+        "suspension": None
+        if held is None
+        else {"suspend_after_failures": job.suspend_after, **held.to_json()},
         "state": state,
         "next": [rfc3339(moment) for moment in upcoming],
         "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],
@@ -211,6 +222,7 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"schedule     {view['schedule']} ({view['time_zone']})",
         f"overlap      {view['overlap']}",
         f"window       {_window_text(view['window'])}",
+        f"suspension   {_suspension_text(view['suspension'])}",
         f"live state   {live}",
         f"audit epoch  {view['epoch'] or '-'}",
         f"next {len(view['next'])} scheduled time(s):",
@@ -238,6 +250,27 @@ def _window_text(window: Mapping[str, Any] | None) -> str:
         return "always (no startAt/endAt)"
     start, end = window["start_at"] or "open", window["end_at"] or "open"
     return f"{start} .. {end} ({window['now']}; times outside are not run)"
+
+
+def _held_at(held: Suspension | None, moment: datetime) -> bool:
+    """Whether the job is suspended and was at `moment` (its deliveries since: not run)."""
+    return held is not None and held.suspended and held.since is not None and moment >= held.since
+
+
+def _suspension_text(held: Mapping[str, Any] | None) -> str:
+    if held is None:
+        return "none (no suspendAfterFailures)"
+    after = held["suspend_after_failures"]
+    if held["suspended"]:
+        return (
+            f"SUSPENDED by {held['by']} since {held['since']}: {held['note']} "
+            f"(deliveries answered, not run; `ops resume --job` ends it)"
+        )
+    text = f"not suspended; {held['failures']} of {after} failures in a row"
+    if held["resumed_at"]:
+        text += f"; resumed by {held['resumed_by']} at {held['resumed_at']}"
+        text += f" ({held['resume_note']})" if held["resume_note"] else ""
+    return text
 
 
 def run(

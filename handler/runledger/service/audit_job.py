@@ -15,19 +15,21 @@ the same claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
 from runledger.audit.report import log_findings, log_summary
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister
+from runledger.audit.suspensions import SuspensionAccess
 from runledger.backfill.queue import BackfillDocs
 from runledger.backfill.runs import Runner, run_pending
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
-from runledger.schedules import AuditSettings
+from runledger.ledger.suspension import Suspension, reported
+from runledger.schedules import AuditSettings, JobSchedule
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
 
@@ -68,6 +70,7 @@ def audit_job(
             live=live,
             marks=current.audit_marks(settings.project, settings.region),
             emit=log_findings,
+            suspensions=ledger_suspensions(current, settings.project, settings.region),
         )
         report = audit.run()
         if backfills is not None:
@@ -77,3 +80,20 @@ def audit_job(
         log_summary(report, job=settings.job)
 
     return run_audit
+
+
+def ledger_suspensions(ledger: Ledger, project: str, region: str) -> SuspensionAccess:
+    """The handler's audit's access to the jobs' suspensions: read, mark reported, count."""
+
+    def read(jobs: Sequence[JobSchedule]) -> dict[str, Suspension]:
+        found = {job.id: ledger.job_suspension(project, region, job.id) for job in jobs}
+        return {job: state for job, state in found.items() if state is not None}
+
+    def mark(job: str, state: Suspension) -> None:
+        if state.since is not None:
+            ledger.change_suspension(project, region, job, reported(state.since, ledger.now()))
+
+    def count(run: RunIdentity, threshold: int, error: str | None) -> None:
+        ledger.count_outcome(run, True, threshold, error)
+
+    return SuspensionAccess(read, mark, count)

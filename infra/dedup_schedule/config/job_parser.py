@@ -32,6 +32,7 @@ _JOB_KEYS = frozenset(
         "overlap",
         "startAt",
         "endAt",
+        "suspendAfterFailures",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -166,6 +167,14 @@ def _parse_window(job: ConfigValues) -> tuple[datetime | None, datetime | None]:
     return bounds["startAt"], bounds["endAt"]
 
 
+def _parse_suspend_after(job: ConfigValues) -> int | None:
+    """`suspendAfterFailures`: suspend the job after this many scheduled runs in a row failed
+    for good (`runledger.ledger.suspension`); None (off) when absent."""
+    if job.raw("suspendAfterFailures") is None:
+        return None
+    return job.integer("suspendAfterFailures", 0, 1, schedules.MAX_SUSPEND_AFTER)
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -201,6 +210,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         overlap=_parse_overlap(job),
         start_at=start_at,
         end_at=end_at,
+        suspend_after_failures=_parse_suspend_after(job),
     )
 
 

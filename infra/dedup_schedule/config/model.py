@@ -81,6 +81,8 @@ class JobConfig:
     # The active window (`startAt`/`endAt`): outside it no time is expected nor run.
     start_at: datetime | None = None
     end_at: datetime | None = None
+    # Suspend the job after this many scheduled runs in a row failed for good (None: never).
+    suspend_after_failures: int | None = None
 
     @property
     def retry_window_s(self) -> float:
@@ -102,6 +104,7 @@ class JobConfig:
             body=self.body,
             start_at=self.start_at,
             end_at=self.end_at,
+            suspend_after=self.suspend_after_failures,
         )
 
 

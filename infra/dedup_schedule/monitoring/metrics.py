@@ -83,7 +83,12 @@ def run_outcomes(scope: MonitoringScope) -> gcp.logging.Metric:
 
 def findings(scope: MonitoringScope) -> gcp.logging.Metric:
     """The findings counter, by kind and job."""
-    kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED, *facts.JOB_FINDING_OUTCOMES)
+    kinds = (
+        *facts.MISSED_RUN_OUTCOMES,
+        facts.OUTCOME_RUN_FAILED,
+        *facts.JOB_FINDING_OUTCOMES,
+        facts.OUTCOME_JOB_SUSPENDED,
+    )
     return counter(
         scope,
         "findings",

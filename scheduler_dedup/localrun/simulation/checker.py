@@ -84,6 +84,24 @@ def _within(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
     return state
 
 
+# A delivery reads its job's suspension, then claims: one that read just before the
+# suspension landed may still start its body this long after it.
+SUSPENSION_RACE = MAX_CLOCK_SKEW
+
+
+def _suspended_since(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
+    """Whether the job had been suspended for longer than the race allows at `at`."""
+    return _within(timeline, at) and _within(timeline, at - SUSPENSION_RACE)
+
+
+def _recorded_suspended_before(history: History, keys: Sequence[str], at: datetime) -> bool:
+    return any(
+        when < at and record is not None and record.status is Status.SUSPENDED
+        for key in keys
+        for when, record in history.records[key]
+    )
+
+
 def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bool:
     return any(
         when < at and record is not None and record.status is Status.COMPLETED
@@ -168,6 +186,8 @@ def _fate(
     paused = _within(history.intents[job], when)
     records = [r for key in time.keys for _, r in history.records[key][-1:] if r is not None]
     skipped = any(r.status is Status.SKIPPED for r in records)
+    suspended = any(r.status is Status.SUSPENDED for r in records)
+    held = _within(history.suspensions[job], when)
     drift = _within(history.drifts[job], when) and bool(drifted.get(job))
 
     def violation(rule: str, detail: str) -> None:
@@ -202,6 +222,18 @@ def _fate(
             violation(
                 f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
             )
+        if run.trigger == TRIGGER_CATCH_UP and _recorded_suspended_before(
+            history, time.keys, run.start
+        ):
+            violation(
+                "suspended time run by catch-up",
+                f"attempt {run.attempt_id} at {run.start:%H:%M:%S}",
+            )
+        if _suspended_since(history.suspensions[job], run.start):
+            violation(
+                "run while suspended",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
+            )
         if run.trigger == TRIGGER_BACKFILL and skipped:
             violation(
                 "skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
@@ -214,10 +246,10 @@ def _fate(
             or any(e.effect_at >= ask.at for e in effects)
             or _completed_since(history, time.keys, ask.at)
         )
-        if ask.job == job and when in ask.times and not after:
+        if ask.job == job and when in ask.times and not after and not suspended:
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift):
-        violation("lost", "never ran, no finding, not paused, not skipped")
+    if not (effects or reported or paused or skipped or drift or suspended or held):
+        violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found

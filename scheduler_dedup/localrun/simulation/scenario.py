@@ -43,6 +43,7 @@ FEATURES = {
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
     "active_window": "a job's active window (startAt/endAt) opening and closing mid-run",
+    "suspension": "a job suspended after failures in a row, or by the operator, and resumed",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -89,6 +90,8 @@ class SimJob:
     # The active window (`startAt`/`endAt`): its times outside are deliberately not run.
     start_at: datetime | None = None
     end_at: datetime | None = None
+    # `suspendAfterFailures` (None: off): its runs stop after that many failures in a row.
+    suspend_after: int | None = None
 
     def in_window(self, when: datetime) -> bool:
         return (self.start_at is None or self.start_at <= when) and (
@@ -240,6 +243,8 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
     if "active_window" in features:
         # A generator of its own: every other draw of the seed stays as without windows.
         jobs = _windowed(random.Random(f"{seed}-active-window"), jobs, start, end)
+    if "suspension" in features:
+        jobs = _suspending(random.Random(f"{seed}-suspension"), jobs)
     return Scenario(
         seed=seed,
         rng=rng,
@@ -286,6 +291,20 @@ def _windowed(
             job = replace(job, start_at=opens, end_at=closes)
         windowed.append(job)
     return windowed
+
+
+def _suspending(rng: random.Random, jobs: list[SimJob]) -> list[SimJob]:
+    """Most seeds give one job `suspendAfterFailures` (1 to 3) and failures often enough
+    to reach it: the operator suspends and resumes it too (`operator.draw`)."""
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = rng.choice([job.id for job in jobs])
+    return [
+        replace(job, suspend_after=rng.randint(1, 3), terminal=rng.choice((0.1, 0.25, 0.4)))
+        if job.id == chosen
+        else job
+        for job in jobs
+    ]
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:
