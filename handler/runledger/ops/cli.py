@@ -33,12 +33,15 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 from runledger.audit.expected import AuditTooLarge
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister, scheduler_lister
+from runledger.audit.suspensions import SuspensionAccess
 from runledger.config import COLLECTION_ENV, DATABASE_ENV, Settings
 from runledger.exceptions import ConfigError
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
+from runledger.ledger.suspension import Suspension, suspension_key
+from runledger.ledger.suspension import read as read_suspension
 from runledger.ops import backfill, describe, suspend
 from runledger.ops.ledger_ops import LedgerOps, OpsError
 from runledger.ops.output import Printer, describe_release, one_line, print_audit
@@ -238,6 +241,16 @@ def run_audit(
         """The epochs the handler's audit recorded; the CLI never writes one."""
         return read_epochs(store, audit_config.project, audit_config.region, schedules)
 
+    def suspensions(schedules: Sequence[JobSchedule]) -> dict[str, Suspension]:
+        """The jobs' suspensions, read only: the CLI shows them, the handler's audit marks them."""
+        found = {
+            job.id: read_suspension(
+                store, suspension_key(audit_config.project, audit_config.region, job.id)
+            )
+            for job in schedules
+        }
+        return {job: state for job, state in found.items() if state is not None}
+
     audit = Audit(
         audit_config,
         lease=settings.lease,
@@ -245,6 +258,7 @@ def run_audit(
         clock=lambda: now,
         epochs=epochs,
         live=lister_factory(audit_config.project, audit_config.region, env),
+        suspensions=SuspensionAccess(suspensions),
     )
     report = audit.run(args.since, args.job)
     if report.scheduler_unread is not None:

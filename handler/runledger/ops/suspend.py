@@ -16,6 +16,7 @@ run. Cloud Scheduler is not touched: the job keeps its schedule and grants.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import IO, Any
@@ -87,8 +88,6 @@ def run(
     except SuspensionRefused as exc:
         raise OpsError(str(exc)) from exc
     if args.json:
-        import json
-
         print(json.dumps({"job": job.id, **state.to_json()}), file=out)
     elif state.suspended:
         print(

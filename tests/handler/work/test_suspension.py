@@ -285,3 +285,28 @@ def test_runs_the_audit_finds_released_count_toward_a_suspension(world, capsys):
     assert [line["outcome"] for line in found if line.get("outcome") == "job_suspended"] == [
         "job_suspended"
     ]
+
+
+def test_ops_audit_shows_the_suspension_and_no_suspended_time_missed(env):
+    ops(
+        env,
+        T0 + timedelta(minutes=3),
+        "suspend",
+        "--job",
+        "export",
+        "--note",
+        "INC-9",
+        "--by",
+        "ana",
+    )
+
+    code, out, err = ops(
+        env, T0 + timedelta(minutes=60), "audit", "--since", "65m", "--job", "export", "--json"
+    )
+
+    assert code == 1, err  # a finding: the suspension
+    found = [(item["finding"], item["schedule_time"]) for item in json.loads(out)]
+    # 12:00 was due before the suspension: missed; 12:10 to 12:40 since: not run, on purpose.
+    assert found == [("suspended", None), ("missed", at(0))]  # 11:55 to 13:00
+    (held,) = [item for item in json.loads(out) if item["finding"] == "suspended"]
+    assert held["detail"].startswith("suspended by ana since 2026-10-16T12:03:00+00:00: INC-9")
