@@ -25,6 +25,7 @@ from runledger.ledger.suspension import suspension_key
 from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
+from runledger.testing import DEFAULT_SCHEDULE_TIME, JobHarness
 from tests.handler.support import (
     LEASE,
     RETENTION,
@@ -310,3 +311,19 @@ def test_ops_audit_shows_the_suspension_and_no_suspended_time_missed(env):
     assert found == [("suspended", None), ("missed", at(0))]  # 11:55 to 13:00
     (held,) = [item for item in json.loads(out) if item["finding"] == "suspended"]
     assert held["detail"].startswith("suspended by ana since 2026-10-16T12:03:00+00:00: INC-9")
+
+
+def test_the_job_harness_suspends_as_the_handler_does():
+    job = Export()
+    harness = JobHarness(
+        {"export": job, "report": lambda ctx: None}, env={"DEDUP_SCHEDULES": SCHEDULES}
+    )
+    start = DEFAULT_SCHEDULE_TIME.replace(minute=0)
+
+    outcomes = []
+    for minutes in (0, 10, 20):
+        harness.clock.advance(timedelta(minutes=10))
+        outcomes.append(harness.deliver("export", schedule_time=start + timedelta(minutes=minutes)))
+
+    assert [d.outcome for d in outcomes] == ["failed_terminal", "failed_terminal", "suspended"]
+    assert (outcomes[2].ran, outcomes[2].record.status) == (False, Status.SUSPENDED)
