@@ -149,8 +149,6 @@ class Audit:
         self._suspensions = suspensions
         # Each job's state over this audit's window (`audit.pauses`), set by `run`.
         self._lines: dict[str, Timeline] = {}
-        # The jobs suspended now, by id, set by `run`.
-        self._on_hold: dict[str, Suspension] = {}
 
     def identity(self, job: str, schedule_time: datetime) -> RunIdentity:
         """The scheduled (not forced) run of `job` at `schedule_time`, keyed as its delivery is."""
@@ -196,7 +194,7 @@ class Audit:
             for schedule in judged
             if self._lines[schedule.id].at(now) is State.PAUSED
         ]
-        on_hold = self._on_hold = self._held(judged)
+        on_hold = self._held(judged)
         findings += [
             _job_finding(job, Finding.SUSPENDED, detail(state))
             for job, state in on_hold.items()
@@ -237,10 +235,8 @@ class Audit:
         for run in settled:
             present = present_records(run, records, keys, now)
             skips += skipped([record for _, record in present])
-            held_runs += suspended([r for _, r in present]) or (not present and self._held_at(run))
-            finding = self._unless_held(
-                judge(run, [record for _, record in present], now, self._lease), run
-            )
+            held_runs += suspended([record for _, record in present])
+            finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
                 when = present[0][0] if present else run.schedule_time
                 record = present[0][1] if present else None
@@ -330,17 +326,11 @@ class Audit:
             for run, before in looked:
                 present = present_records(run, records, keys, now)
                 found = [record for _, record in present]
-                finding = self._unless_held(judge(run, found, now, self._lease), run)
+                finding = judge(run, found, now, self._lease)
                 skips += before is None and skipped(found)
-                held_runs += before is None and (
-                    suspended(found) or (not found and self._held_at(run))
-                )
+                held_runs += before is None and suspended(found)
                 if finding is None:
-                    done = (
-                        not_run(found)
-                        or self._held_at(run)
-                        or any(r.status is Status.COMPLETED for r in found)
-                    )
+                    done = not_run(found) or any(r.status is Status.COMPLETED for r in found)
                     if not done:
                         keep.append(OpenRun(run.instants, None))  # a live lease: look again
                     continue
@@ -393,15 +383,6 @@ class Audit:
             skipped=skips,
             suspended_runs=held_runs,
         )
-
-    def _held_at(self, run: ExpectedRun) -> bool:
-        """Whether the run's job is suspended and was at its schedule time: not run, on purpose."""
-        state = self._on_hold.get(run.job.id)
-        return state is not None and state.since is not None and run.schedule_time >= state.since
-
-    def _unless_held(self, finding: Finding | None, run: ExpectedRun) -> Finding | None:
-        """A time of a suspended job no delivery reached since: deliberately not run, not missed."""
-        return None if finding is Finding.MISSED and self._held_at(run) else finding
 
     def _held(self, judged: Sequence[JobSchedule]) -> dict[str, Suspension]:
         """The suspended jobs among `judged` that count failures, by id (one read each)."""

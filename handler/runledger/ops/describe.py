@@ -163,8 +163,6 @@ def describe(
         status = _status(run, present, now, settings.lease, epoch, line)
         if state["drift"] and status in ("missed", "stale"):
             status = "drifted"  # as the audit: a drifted job's runs are not judged
-        if status == "missed" and _held_at(held, run.schedule_time):
-            status = "suspended"  # as the audit: deliberately not run
         counted = "missed" if status == "stale" else status
         if counted in counts:
             counts[counted] += 1
@@ -250,11 +248,6 @@ def _window_text(window: Mapping[str, Any] | None) -> str:
         return "always (no startAt/endAt)"
     start, end = window["start_at"] or "open", window["end_at"] or "open"
     return f"{start} .. {end} ({window['now']}; times outside are not run)"
-
-
-def _held_at(held: Suspension | None, moment: datetime) -> bool:
-    """Whether the job is suspended and was at `moment` (its deliveries since: not run)."""
-    return held is not None and held.suspended and held.since is not None and moment >= held.since
 
 
 def _suspension_text(held: Mapping[str, Any] | None) -> str:

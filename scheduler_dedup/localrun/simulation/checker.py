@@ -187,7 +187,6 @@ def _fate(
     records = [r for key in time.keys for _, r in history.records[key][-1:] if r is not None]
     skipped = any(r.status is Status.SKIPPED for r in records)
     suspended = any(r.status is Status.SUSPENDED for r in records)
-    held = _within(history.suspensions[job], when)
     drift = _within(history.drifts[job], when) and bool(drifted.get(job))
 
     def violation(rule: str, detail: str) -> None:
@@ -250,6 +249,6 @@ def _fate(
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift or suspended or held):
+    if not (effects or reported or paused or skipped or drift or suspended):
         violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found
