@@ -27,6 +27,7 @@ help:
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+	@echo "make bench ARGS=--coldstart  only the cold start (fresh processes of both sides)"
 	@echo "make simulate ARGS=\"--seeds 100\"  the whole system, simulated, against its oracle; --seed S replays one"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
@@ -50,12 +51,16 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# Four pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
-# many tests wait on an emulator, a served handler or a subprocess rather than on
-# the CPU, so on 2 cores more workers than cores keep both busy (docs/benchmarks.md).
-# pytest exits non-zero on any failure, error, a missing emulator or no tests at all (5).
+# Six pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
+# many tests wait on an emulator, a served handler, a subprocess or a lease to run
+# out rather than on the CPU, so on 2 cores three workers a core keep both busy
+# (four left them idle about half the time). `--dist loadgroup` hands each worker a
+# test at a time, the longest first (tests/conftest.py), so no worker ends the session
+# alone behind a queue, and runs tests/test_wheel.py on one worker (tests/conftest.py).
+# Long simulations run in `make simulate` (CI runs both). pytest exits non-zero on any
+# failure, error, a missing emulator or no tests at all (5).
 test: lint
-	$(PY) -m pytest -n 4
+	$(PY) -m pytest -n 6 --dist loadgroup
 
 # The tests of your jobs only: tests/test_jobs.py (and any tests/test_jobs_*.py you add).
 test-jobs: $(STAMP)

@@ -32,6 +32,8 @@ audit with each job's pauses and resumes from Scheduler's audit log
                      -> one finding `drifted` for the job, its runs not judged
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
+    its pause log disagrees with its live state or the last audit's sighting
+                     -> one finding `pause_log_disagrees`; its times' state is unknown
 
 and per time: paused (evidence shows it) -> deliberately not run, neither
 judged nor caught up; state unknown -> judged, a missed one reported with the
@@ -81,7 +83,8 @@ from runledger.audit.pauses import (
     with_sighting,
 )
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
-from runledger.audit.suspensions import SuspensionAccess, detail
+from runledger.audit.suspensions import SuspensionAccess
+from runledger.audit.suspensions import detail as suspension_detail
 from runledger.audit.walk import Walk, expired_count, listed_once, present_records
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
@@ -105,6 +108,12 @@ BATCH = 300
 # behind its watermark, for the next audit. 5,000 jobs every 5 minutes need 6
 # reads a job per 30-minute audit; their share is 10, so a backlog drains too.
 READ_BUDGET = 50_000
+
+# What a pause log that disagrees with the live state means for the job's runs.
+_CONFLICT_TAIL = (
+    "a pause or resume is missing from the log (its filter, or ingestion lag), so its "
+    "times' state is unknown: missed runs reported, not caught up"
+)
 
 # The findings the audit's catch-up redoes (a stale run through the takeover rule).
 _CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
@@ -189,6 +198,11 @@ class Audit:
                 seen = None if mark is None else mark.seen
                 state = None if live is None else live.get(schedule.id)
                 self._lines[schedule.id] = with_sighting(self._lines[schedule.id], state, seen)
+        for schedule in judged:
+            conflict = self._lines[schedule.id].conflict
+            if conflict:
+                detail = f"{conflict}: {_CONFLICT_TAIL}"
+                findings.append(_job_finding(schedule.id, Finding.PAUSE_LOG_DISAGREES, detail))
         paused = [
             PausedJob(schedule.id, self._lines[schedule.id].paused_since)
             for schedule in judged
@@ -196,7 +210,7 @@ class Audit:
         ]
         on_hold = self._held(judged)
         findings += [
-            _job_finding(job, Finding.SUSPENDED, detail(state))
+            _job_finding(job, Finding.SUSPENDED, suspension_detail(state))
             for job, state in on_hold.items()
             if self._marks is None or state.reported_at is None
         ]
@@ -213,7 +227,7 @@ class Audit:
             scheduler_unread=unread,
             scheduler_absent=absent,
             history_unread=history_unread(schedules, live),
-            suspended=tuple((job, detail(state)) for job, state in on_hold.items()),
+            suspended=tuple((job, suspension_detail(state)) for job, state in on_hold.items()),
         )
         if self._marks is not None:
             assert self._emit is not None  # given with marks, checked on construction

@@ -18,13 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from runledger.audit.report import log_findings, log_summary
-from runledger.audit.runner import Audit
-from runledger.audit.scheduler_state import Lister
-from runledger.audit.suspensions import SuspensionAccess
-from runledger.backfill.queue import BackfillDocs
-from runledger.backfill.runs import Runner, run_pending
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
@@ -32,6 +27,11 @@ from runledger.ledger.suspension import Suspension, reported
 from runledger.schedules import AuditSettings, JobSchedule
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
+
+if TYPE_CHECKING:
+    from runledger.audit.scheduler_state import Lister
+    from runledger.audit.suspensions import SuspensionAccess
+    from runledger.backfill.queue import BackfillDocs
 
 
 def audit_job(
@@ -52,10 +52,16 @@ def audit_job(
     state (None: Scheduler is not asked, DEDUP_SCHEDULES says). `backfills`
     gives the pending backfill requests, run after judging (None: no backfill
     pass); `jobs` are the jobs served, so a request for one that is not is
-    reported, not run.
+    reported, not run. The audit's and the backfill's modules are imported by
+    the audit's first run: a handler that serves other deliveries first (every
+    cold start does) never loads them for those.
     """
 
     def run_audit(context: RunContext) -> None:
+        from runledger.audit.report import log_findings, log_summary
+        from runledger.audit.runner import Audit
+        from runledger.backfill.runs import Runner, run_pending
+
         def caught_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
             return catch_up(run, TRIGGER_CATCH_UP)
@@ -84,6 +90,7 @@ def audit_job(
 
 def ledger_suspensions(ledger: Ledger, project: str, region: str) -> SuspensionAccess:
     """The handler's audit's access to the jobs' suspensions: read, mark reported, count."""
+    from runledger.audit.suspensions import SuspensionAccess
 
     def read(jobs: Sequence[JobSchedule]) -> dict[str, Suspension]:
         found = {job.id: ledger.job_suspension(project, region, job.id) for job in jobs}
