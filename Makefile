@@ -16,13 +16,14 @@ POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench simulate ops clean
+.PHONY: help venv test test-jobs lint fix plan policy-check policy-check-all demo demo-stop bench simulate ops clean
 
 help:
 	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
 	@echo "make demo ARGS=--keep  ... and leave emulator and handler running; make demo-stop ends them"
 	@echo "make test          lint + the whole test suite against the Firestore emulator"
 	@echo "make test-jobs     only your jobs' tests (tests/test_jobs.py)"
+	@echo "make fix           ruff's fixes and formatting (what make lint asks for)"
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
@@ -47,9 +48,17 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 
 venv: $(STAMP)
 
+# A lint failure names the command that fixes what ruff can fix.
+LINT_FAILED := echo "lint failed: make fix applies ruff's fixes and formatting; fix what is left by hand" >&2; exit 1
+
 lint: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
+	@$(PY) -m ruff check . || { $(LINT_FAILED); }
+	@$(PY) -m ruff format --check . || { $(LINT_FAILED); }
+
+# ruff's fixes and formatting, what `make lint` asks for.
+fix: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
 
 # Six pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
 # many tests wait on an emulator, a served handler, a subprocess or a lease to run

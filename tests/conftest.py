@@ -22,6 +22,12 @@ from typing import Any
 
 import pytest
 
+# gRPC's C core logs transport events at INFO to stderr ("Got goaway" when a test
+# stops an emulator under an open channel): noise in the suite's output, and in
+# the output of every handler and tool a test starts, which inherit this. Errors
+# still print. Set before any test module loads grpc, which reads it once.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from scheduler_dedup.localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
 from scheduler_dedup.localrun.process import LOG_DIR_ENV
 
