@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 
+from runledger import schedules
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
@@ -119,3 +120,15 @@ def test_pauses_read_through_v1_alone_are_caught(monkeypatch):
     monkeypatch.setattr(pause_log, "PAUSE_METHODS", pause_log.PAUSE_METHODS[:1])
     monkeypatch.setattr(pause_log, "RESUME_METHODS", pause_log.RESUME_METHODS[:1])
     assert _violations(range(1))
+
+
+def test_a_handler_that_ignores_the_active_window_is_caught(monkeypatch):
+    # The handler's window test always passing: the pipeline runs every delivered time.
+    monkeypatch.setattr(schedules.JobSchedule, "in_window", lambda self, instant: True)
+    assert any("outside-window time run" in line for line in _violations(range(2)))
+
+
+def test_a_handler_that_ignores_a_suspension_is_caught(monkeypatch):
+    # Deliveries never see their job suspended: its runs go on while it is.
+    monkeypatch.setattr(machine.Ledger, "suspension", lambda self, run: None)
+    assert any("run while suspended" in line for line in _violations(range(2, 4)))

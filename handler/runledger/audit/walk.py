@@ -79,6 +79,8 @@ def listed_once(
     the listing, which is most of an audit's CPU otherwise.
     """
     key = (job.schedule, job.time_zone, begin)
+    if job.windowed:  # its own listing: the window narrows it (`expected.schedule_times`)
+        return schedule_times(job, begin, end)
     if key not in listings:
         listings[key] = [run.instants for run in schedule_times(job, begin, end)]
     return [ExpectedRun(job, instants) for instants in listings[key]]

@@ -24,9 +24,13 @@ class Status(StrEnum):
     RELEASED = "released"
     # Deliberately not run: another run of its job was in progress (`runledger.ledger.overlap`).
     SKIPPED = "skipped"
+    # Deliberately not run: its job was suspended (`runledger.ledger.suspension`).
+    SUSPENDED = "suspended"
 
 
-FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.SKIPPED})
+FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.SUSPENDED})
+# A final status of a run that was never run, on purpose: never a finding, never caught up.
+NOT_RUN_STATUSES = frozenset({Status.SKIPPED, Status.SUSPENDED})
 
 
 @dataclass(frozen=True)

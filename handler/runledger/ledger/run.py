@@ -108,3 +108,15 @@ def skipped_record(
         finished_at=now,
         yielded_to=holder_key,
     )
+
+
+def suspended_record(
+    run: RunIdentity, attempt_id: str, now: datetime, expire_at: datetime, note: str
+) -> RunRecord:
+    """A run deliberately not run (its job suspended): final at once, with the suspension's why."""
+    return replace(
+        fresh_record(run, attempt_id, now, now, expire_at),
+        status=Status.SUSPENDED,
+        finished_at=now,
+        error=note,
+    )

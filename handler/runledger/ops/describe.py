@@ -1,6 +1,6 @@
 """`python -m runledger.ops describe --job J`: one job as an operator asks about it.
 
-Its schedule and time zone, its overlap policy, its live state in Cloud
+Its schedule and time zone, its overlap policy, its active window, its live state in Cloud
 Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
 says why; a live schedule or zone that is not the deployed one is `drift`, and
 its unrun times read `drifted`, not missed, as the audit judges them), the next 10
@@ -29,10 +29,12 @@ from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.suspension import Suspension, suspension_key
+from runledger.ledger.suspension import read as read_suspension
 from runledger.ops.backfill import job_settings
 
 SHOWN = 10
-COUNTED = ("completed", "failed", "released", "skipped", "missed")
+COUNTED = ("completed", "failed", "released", "skipped", "suspended", "missed")
 # Windows tried in turn for the next times: a minutely job needs the first, a yearly one the last.
 _AHEAD = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=3700))
 
@@ -136,6 +138,10 @@ def describe(
         state["since"] = rfc3339(line.paused_since)
     store = FirestoreRunStore(client, args.collection)
     epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
+    held = None
+    if job.suspend_after is not None:
+        key = suspension_key(audit.project, audit.region, job.id)
+        held = read_suspension(store, key) or Suspension(job.id)
     listed = schedule_times(job, start, now)
     keys = {
         instant: run_key(job.id, instant, audit.project, audit.region, manual=False)
@@ -169,6 +175,10 @@ def describe(
         "schedule": job.schedule,
         "time_zone": job.time_zone,
         "overlap": job.overlap,
+        "window": _window(job, now),
+        "suspension": None
+        if held is None
+        else {"suspend_after_failures": job.suspend_after, **held.to_json()},
         "state": state,
         "next": [rfc3339(moment) for moment in upcoming],
         "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],
@@ -177,6 +187,23 @@ def describe(
         "lookback_s": int(audit.lookback.total_seconds()),
         "epoch": None if epoch is None else rfc3339(epoch),
         "now": rfc3339(now),
+    }
+
+
+def _window(job: Any, now: datetime) -> dict[str, Any] | None:
+    """The job's active window (`startAt`/`endAt`) and where `now` stands in it; None: always."""
+    if not job.windowed:
+        return None
+    if job.start_at is not None and now < job.start_at:
+        where = "not yet open"
+    elif job.end_at is not None and now > job.end_at:
+        where = "closed"
+    else:
+        where = "open"
+    return {
+        "start_at": None if job.start_at is None else rfc3339(job.start_at),
+        "end_at": None if job.end_at is None else rfc3339(job.end_at),
+        "now": where,
     }
 
 
@@ -192,6 +219,8 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",
         f"overlap      {view['overlap']}",
+        f"window       {_window_text(view['window'])}",
+        f"suspension   {_suspension_text(view['suspension'])}",
         f"live state   {live}",
         f"audit epoch  {view['epoch'] or '-'}",
         f"next {len(view['next'])} scheduled time(s):",
@@ -212,6 +241,29 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
     lines.append(f"over the audit's look-back ({hours:g} h): {counts}")
     for line in lines:
         print(line, file=out)
+
+
+def _window_text(window: Mapping[str, Any] | None) -> str:
+    if window is None:
+        return "always (no startAt/endAt)"
+    start, end = window["start_at"] or "open", window["end_at"] or "open"
+    return f"{start} .. {end} ({window['now']}; times outside are not run)"
+
+
+def _suspension_text(held: Mapping[str, Any] | None) -> str:
+    if held is None:
+        return "none (no suspendAfterFailures)"
+    after = held["suspend_after_failures"]
+    if held["suspended"]:
+        return (
+            f"SUSPENDED by {held['by']} since {held['since']}: {held['note']} "
+            f"(deliveries answered, not run; `ops resume --job` ends it)"
+        )
+    text = f"not suspended; {held['failures']} of {after} failures in a row"
+    if held["resumed_at"]:
+        text += f"; resumed by {held['resumed_by']} at {held['resumed_at']}"
+        text += f" ({held['resume_note']})" if held["resume_note"] else ""
+    return text
 
 
 def run(

@@ -129,6 +129,16 @@ class App:
             clock,
             RenewalScheduler() if renewals is None else renewals,
             monotonic,
+            windows={
+                schedule.id: schedule
+                for schedule in (audit.schedules if audit is not None else ())
+                if schedule.windowed
+            },
+            suspend_after={
+                schedule.id: schedule.suspend_after
+                for schedule in (audit.schedules if audit is not None else ())
+                if schedule.suspend_after is not None
+            },
         )
         self._monotonic = monotonic
         self._ledger: Ledger | None = None

@@ -15,7 +15,7 @@ the same claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
-from runledger.schedules import AuditSettings
+from runledger.ledger.suspension import Suspension, reported
+from runledger.schedules import AuditSettings, JobSchedule
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
 
 if TYPE_CHECKING:
     from runledger.audit.scheduler_state import Lister
+    from runledger.audit.suspensions import SuspensionAccess
     from runledger.backfill.queue import BackfillDocs
 
 
@@ -74,6 +76,7 @@ def audit_job(
             live=live,
             marks=current.audit_marks(settings.project, settings.region),
             emit=log_findings,
+            suspensions=ledger_suspensions(current, settings.project, settings.region),
         )
         report = audit.run()
         if backfills is not None:
@@ -83,3 +86,21 @@ def audit_job(
         log_summary(report, job=settings.job)
 
     return run_audit
+
+
+def ledger_suspensions(ledger: Ledger, project: str, region: str) -> SuspensionAccess:
+    """The handler's audit's access to the jobs' suspensions: read, mark reported, count."""
+    from runledger.audit.suspensions import SuspensionAccess
+
+    def read(jobs: Sequence[JobSchedule]) -> dict[str, Suspension]:
+        found = {job.id: ledger.job_suspension(project, region, job.id) for job in jobs}
+        return {job: state for job, state in found.items() if state is not None}
+
+    def mark(job: str, state: Suspension) -> None:
+        if state.since is not None:
+            ledger.change_suspension(project, region, job, reported(state.since, ledger.now()))
+
+    def count(run: RunIdentity, threshold: int, error: str | None) -> None:
+        ledger.count_outcome(run, True, threshold, error)
+
+    return SuspensionAccess(read, mark, count)

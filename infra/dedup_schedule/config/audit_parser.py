@@ -20,10 +20,13 @@ from runledger.audit.expected import repeated_s
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
-ALERTS_KEYS = frozenset({"notificationChannels", "emails"})
+ALERTS_KEYS = frozenset({"notificationChannels", "emails", "startLagSeconds"})
 # Cloud Monitoring: a metric-absence condition's "trigger absence time" may be at most
 # 23.5 hours ("Create metric-absence alerting policies").
 MAX_ABSENCE_S = 23 * 3600 + 1800
+# The longest start lag an alert may wait for: a week (a run later than that is long
+# past any retry window; the audit reports it missed first).
+MAX_START_LAG_S = 7 * 86400
 _CHANNEL = re.compile(r"projects/[a-z0-9-]+/notificationChannels/[0-9]+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
@@ -50,10 +53,14 @@ def parse_audit(reader: ConfigValues) -> AuditConfig:
 
 
 def parse_alerts(reader: ConfigValues) -> AlertsConfig:
-    """`alerts: {notificationChannels: [...], emails: [...]}`, each optional."""
+    """`alerts: {notificationChannels: [...], emails: [...], startLagSeconds: N}`, each optional."""
     values = reader.structured("alerts", dict) or {}
     alerts = ConfigValues(values, reader.key("alerts") + ".", ALERTS_KEYS)
+    start_lag = None
+    if alerts.raw("startLagSeconds") is not None:
+        start_lag = alerts.integer("startLagSeconds", 0, 1, MAX_START_LAG_S)
     return AlertsConfig(
+        start_lag_s=start_lag,
         notification_channels=_strings(
             alerts, "notificationChannels", _CHANNEL, "projects/PROJECT_ID/notificationChannels/ID"
         ),

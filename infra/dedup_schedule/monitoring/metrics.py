@@ -9,7 +9,9 @@ missed, stale, failed or released, one per job it could not judge (drifted,
 unauditable), and one summary per audit that ran to the end
 (`runledger.audit.runner`): the findings counter by kind, and the audits counter,
 whose absence shows an audit that stopped running (its findings alert then stays
-silent).
+silent). A line whose delivery claimed its run says how long after the schedule time
+(`start_lag_s`, `runledger.delivery.pipeline`): the start-lag distribution, and with
+`alerts.startLagSeconds` the counter of runs that started later than that.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class MonitoredMetrics:
     """The log-based metrics, each created before any alert policy.
 
     audits: the audits counter, None when the stack's audit is disabled.
+    late_starts: the late-starts counter, None without `alerts.startLagSeconds`.
     """
 
     runs: gcp.logging.Metric
@@ -35,6 +38,8 @@ class MonitoredMetrics:
     latency: gcp.logging.Metric
     outlived: gcp.logging.Metric
     audits: gcp.logging.Metric | None
+    start_lag: gcp.logging.Metric
+    late_starts: gcp.logging.Metric | None = None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
@@ -45,6 +50,8 @@ class MonitoredMetrics:
             self.latency,
             self.outlived,
             self.audits,
+            self.start_lag,
+            self.late_starts,
         ]
         return [metric for metric in ordered if metric is not None]
 
@@ -58,6 +65,8 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         latency=latency(scope),
         outlived=outlived_deadline(scope),
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
+        start_lag=start_lag(scope),
+        late_starts=late_starts(scope) if scope.config.alerts.start_lag_s is not None else None,
     )
 
 
@@ -74,7 +83,12 @@ def run_outcomes(scope: MonitoringScope) -> gcp.logging.Metric:
 
 def findings(scope: MonitoringScope) -> gcp.logging.Metric:
     """The findings counter, by kind and job."""
-    kinds = (*facts.MISSED_RUN_OUTCOMES, facts.OUTCOME_RUN_FAILED, *facts.JOB_FINDING_OUTCOMES)
+    kinds = (
+        *facts.MISSED_RUN_OUTCOMES,
+        facts.OUTCOME_RUN_FAILED,
+        *facts.JOB_FINDING_OUTCOMES,
+        facts.OUTCOME_JOB_SUSPENDED,
+    )
     return counter(
         scope,
         "findings",
@@ -145,4 +159,48 @@ def audit_heartbeat(scope: MonitoringScope) -> gcp.logging.Metric:
         "Audits that ran to the end (their summary line)",
         f'{scope.lines} AND jsonPayload.outcome="{facts.OUTCOME_AUDIT_SUMMARY}"',
         {},
+    )
+
+
+def _lagged(scope: MonitoringScope) -> str:
+    """The delivery lines that claimed a scheduled run: the only ones with a start lag."""
+    return f"{scope.requests} AND jsonPayload.{facts.START_LAG_FIELD}:*"
+
+
+def start_lag(scope: MonitoringScope) -> gcp.logging.Metric:
+    """How long after its schedule time each scheduled run was claimed, per job.
+
+    Cloud Scheduler that delivers late (a region's backlog, a job's retries, a cold
+    handler) shows here before the audit reports anything missed.
+    """
+    return distribution(
+        scope,
+        "start-lag",
+        "Seconds from a run's schedule time to its claim, per job",
+        _lagged(scope),
+        f"jsonPayload.{facts.START_LAG_FIELD}",
+        "s",
+        # 0.5 s doubling 22 times: the top finite bound is about 24 days, past any
+        # retention; an early claim (an instance's clock ahead) falls in the underflow.
+        gcp.logging.MetricBucketOptionsArgs(
+            exponential_buckets=gcp.logging.MetricBucketOptionsExponentialBucketsArgs(
+                num_finite_buckets=22, growth_factor=2, scale=0.5
+            )
+        ),
+    )
+
+
+def late_starts(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Runs claimed more than `alerts.startLagSeconds` after their schedule time, per job.
+
+    A counter with the threshold in its filter, so the alert counts each late run
+    exactly; a percentile of the distribution would only estimate within a bucket.
+    """
+    threshold = scope.config.alerts.start_lag_s
+    return counter(
+        scope,
+        "late-starts",
+        f"Runs claimed more than {threshold} s after their schedule time, per job",
+        f"{_lagged(scope)} AND jsonPayload.{facts.START_LAG_FIELD}>{threshold}",
+        {"job": "jsonPayload.job"},
     )

@@ -7,7 +7,9 @@ one fate once the world has settled (docs/reliability.md, "The simulator"):
     reported   an audit finding names it, or a `drifted` finding its job while
                the console's edit held
     not run    deliberately: the operator meant the job paused then, or its
-               record says `skipped` (overlap: skip)
+               record says `skipped` (overlap: skip), or the time is outside its
+               job's active window (`startAt`/`endAt`: then no trigger may run it
+               and no finding may name it)
 
 A time with none is `lost`. Beyond the fate, the rules the history is held to:
 a time never takes effect again once its completion was recorded (`ran twice`),
@@ -19,7 +21,7 @@ second body started under another's live lease, and a final record changed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,19 +46,31 @@ class Expected:
     job: str
     instants: tuple[datetime, ...]
     keys: tuple[str, ...]
+    # Outside its job's active window (`startAt`/`endAt`): deliberately not run.
+    outside: bool = False
 
 
 def expected_times(
-    jobs: Sequence[tuple[str, str, str]], start: datetime, end: datetime, project: str, region: str
+    jobs: Sequence[tuple[str, str, str]],
+    start: datetime,
+    end: datetime,
+    project: str,
+    region: str,
+    windows: Mapping[str, Callable[[datetime], bool]] | None = None,
 ) -> list[Expected]:
-    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them."""
+    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them.
+
+    `windows`: each windowed job's test of a time (its first instant) being in its window.
+    """
+    windows = windows or {}
     times = []
     for job, schedule, zone in jobs:
         for instants in listed(schedule, zone, start, end):
             if instants[0] <= start:
                 continue  # sent from the start on: a repeated wall time whose first is the start
             keys = tuple(run_key(job, at, project, region, manual=False) for at in instants)
-            times.append(Expected(job, instants, keys))
+            inside = windows.get(job, lambda _: True)(instants[0])
+            times.append(Expected(job, instants, keys, outside=not inside))
     return times
 
 
@@ -68,6 +82,24 @@ def _within(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
             break
         state = on
     return state
+
+
+# A delivery reads its job's suspension, then claims: one that read just before the
+# suspension landed may still start its body this long after it.
+SUSPENSION_RACE = MAX_CLOCK_SKEW
+
+
+def _suspended_since(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
+    """Whether the job had been suspended for longer than the race allows at `at`."""
+    return _within(timeline, at) and _within(timeline, at - SUSPENSION_RACE)
+
+
+def _recorded_suspended_before(history: History, keys: Sequence[str], at: datetime) -> bool:
+    return any(
+        when < at and record is not None and record.status is Status.SUSPENDED
+        for key in keys
+        for when, record in history.records[key]
+    )
 
 
 def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bool:
@@ -157,10 +189,22 @@ def _fate(
     paused = _within(history.intents[job], when)
     records = [r for key in time.keys for _, r in history.records[key][-1:] if r is not None]
     skipped = any(r.status is Status.SKIPPED for r in records)
+    suspended = any(r.status is Status.SUSPENDED for r in records)
     drift = _within(history.drifts[job], when) and bool(drifted.get(job))
 
     def violation(rule: str, detail: str) -> None:
         found.append(Violation(job, when, rule, detail))
+
+    if time.outside:
+        # Outside its job's active window: never run by any trigger, never reported.
+        for run in runs:
+            violation(
+                "outside-window time run",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
+            )
+        for at in reported:
+            violation("outside-window time reported", f"a finding at {at:%H:%M:%S}")
+        return found
 
     for later in effects[1:]:
         if _completed_before(history, time.keys, later.start):
@@ -179,6 +223,18 @@ def _fate(
             why = "paused" if paused else "skipped"
             violation(
                 f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
+            )
+        if run.trigger == TRIGGER_CATCH_UP and _recorded_suspended_before(
+            history, time.keys, run.start
+        ):
+            violation(
+                "suspended time run by catch-up",
+                f"attempt {run.attempt_id} at {run.start:%H:%M:%S}",
+            )
+        if _suspended_since(history.suspensions[job], run.start):
+            violation(
+                "run while suspended",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
             )
         if run.trigger == TRIGGER_BACKFILL and skipped:
             violation(
@@ -199,10 +255,10 @@ def _fate(
             # Reported instead: its record would expire before a run finished (`ttl_deletion`).
             or history.past_retention.get((job, when), ask.at) > ask.at
         )
-        if ask.job == job and when in ask.times and not after:
+        if ask.job == job and when in ask.times and not after and not suspended:
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift):
-        violation("lost", "never ran, no finding, not paused, not skipped")
+    if not (effects or reported or paused or skipped or drift or suspended):
+        violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found

@@ -7,6 +7,7 @@ unpause that they are due again, whatever Cloud Scheduler then does.
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
 from scheduler_dedup.localrun.simulation.instants import listed
@@ -61,6 +62,18 @@ def draw(scenario: Scenario) -> None:
             f"force run {job} (ScheduleTime {stamped})",
             _force(job, stamped),
         )
+    suspending = [job.id for job in scenario.jobs if job.suspend_after is not None]
+    if suspending:
+        # Its own generator: every other action stays as without suspensions.
+        draws = random.Random(f"{scenario.seed}-suspension-actions")
+        job = suspending[0]
+        if draws.random() < 0.5:
+            at = moment(draws, start, end - timedelta(minutes=30))
+            back = at + timedelta(minutes=draws.randint(5, 40))
+            add(at, f"ops suspend {job}", _suspend(job, True))
+            add(back, f"ops resume {job}", _suspend(job, False))
+        for _ in range(draws.randint(1, 2)):  # resume an automatic suspension, if any
+            add(moment(draws, start, end), f"ops resume {job} (if suspended)", _suspend(job, False))
     if "delete_audit_docs" in features and rng.random() < 0.4:
         add(moment(rng, start, end), "operator deletes runledger_audit", _delete_audit)
     for _ in range(rng.randint(0, 2)):
@@ -126,6 +139,10 @@ def _edit(job: str, schedule: str, drifted: bool) -> Action:
 
 def _force(job: str, stamped: bool) -> Action:
     return lambda world: world.scheduler.force(job, stamped)
+
+
+def _suspend(job: str, suspended: bool) -> Action:
+    return lambda world: world.suspend(job, suspended)
 
 
 def _delete_audit(world: World) -> None:

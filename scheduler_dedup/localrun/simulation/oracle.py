@@ -68,6 +68,8 @@ class History:
         self._unsummed: dict[Any, list[tuple[datetime, str, datetime | None, str, Any]]] = {}
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
+        # Each job's suspension as its document was written: when, and suspended or not.
+        self.suspensions: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
@@ -265,6 +267,14 @@ class History:
     def intent(self, job: str, now: datetime, paused: bool) -> None:
         self.intents[job].append((now, paused))
         self.event(now, f"{job} {'paused' if paused else 'due again'} (operator's intent)")
+
+    def suspension_written(self, now: datetime, suspension: Any) -> None:
+        """A job's suspension document landed; a change of its state goes to the timeline."""
+        changes = self.suspensions[suspension.job]
+        if (changes[-1][1] if changes else False) != suspension.suspended:
+            changes.append((now, suspension.suspended))
+            what = f"suspended by {suspension.by}" if suspension.suspended else "resumed"
+            self.event(now, f"{suspension.job} {what} (ledger)")
 
     def drift(self, job: str, now: datetime, drifted: bool) -> None:
         self.drifts[job].append((now, drifted))

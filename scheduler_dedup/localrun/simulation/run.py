@@ -36,7 +36,10 @@ def run_seed(
     world = World(scenario, store(), history)
     world.run()
     jobs = [(job.id, job.schedule, job.time_zone) for job in scenario.jobs]
-    expected = expected_times(jobs, scenario.start, scenario.end, scenario.project, scenario.region)
+    windows = {job.id: job.in_window for job in scenario.jobs if job.start_at or job.end_at}
+    expected = expected_times(
+        jobs, scenario.start, scenario.end, scenario.project, scenario.region, windows
+    )
     return SeedResult(
         scenario,
         history,

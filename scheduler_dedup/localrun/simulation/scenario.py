@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,9 @@ FEATURES = {
     "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds",
     "ttl_deletion": "TTL deletes records past expire_at, with the shortest retention the "
     "program accepts, while jobs run and Scheduler retries",
+    # Issue 36: the operator's controls.
+    "active_window": "a job's active window (startAt/endAt) opening and closing mid-run",
+    "suspension": "a job suspended after failures in a row, or by the operator, and resumed",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -100,6 +103,16 @@ class SimJob:
     work_s: tuple[float, float]
     retryable: float = 0.0
     terminal: float = 0.0
+    # The active window (`startAt`/`endAt`): its times outside are deliberately not run.
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    # `suspendAfterFailures` (None: off): its runs stop after that many failures in a row.
+    suspend_after: int | None = None
+
+    def in_window(self, when: datetime) -> bool:
+        return (self.start_at is None or self.start_at <= when) and (
+            self.end_at is None or when <= self.end_at
+        )
 
 
 @dataclass
@@ -250,6 +263,11 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
+    if "active_window" in features:
+        # A generator of its own: every other draw of the seed stays as without windows.
+        jobs = _windowed(random.Random(f"{seed}-active-window"), jobs, start, end)
+    if "suspension" in features:
+        jobs = _suspending(random.Random(f"{seed}-suspension"), jobs)
     scenario = Scenario(
         seed=seed,
         rng=rng,
@@ -287,6 +305,48 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         scenario.settings = dataclasses.replace(scenario.settings, retention=kept.retention)
         scenario.lookback_s = kept.lookback_s
     return scenario
+
+
+def _windowed(
+    rng: random.Random, jobs: list[SimJob], start: datetime, end: datetime
+) -> list[SimJob]:
+    """Most seeds give one or two jobs an active window that opens, closes, or both, mid-run.
+
+    A bound falls on a whole minute half the time, so on a scheduled time itself (both
+    ends are inside), else between two.
+    """
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = set(rng.sample([job.id for job in jobs], rng.randint(1, 2)))
+
+    def bound(earliest: datetime, latest: datetime) -> datetime:
+        at = earliest + timedelta(seconds=rng.randint(0, int((latest - earliest).total_seconds())))
+        return at.replace(second=0) if rng.random() < 0.5 else at
+
+    windowed = []
+    for job in jobs:
+        if job.id in chosen:
+            shape = rng.choice(("opens", "closes", "both"))
+            opens = bound(start, end - timedelta(minutes=40)) if shape != "closes" else None
+            after = start + timedelta(minutes=10) if opens is None else opens
+            closes = bound(after + timedelta(minutes=1), end) if shape != "opens" else None
+            job = replace(job, start_at=opens, end_at=closes)
+        windowed.append(job)
+    return windowed
+
+
+def _suspending(rng: random.Random, jobs: list[SimJob]) -> list[SimJob]:
+    """Most seeds give one job `suspendAfterFailures` (1 to 3) and failures often enough
+    to reach it: the operator suspends and resumes it too (`operator.draw`)."""
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = rng.choice([job.id for job in jobs])
+    return [
+        replace(job, suspend_after=rng.randint(1, 3), terminal=rng.choice((0.1, 0.25, 0.4)))
+        if job.id == chosen
+        else job
+        for job in jobs
+    ]
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import IO
 
 from scheduler_dedup.localrun.simulation.run import SeedResult
@@ -20,7 +21,12 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         print(
             f"  job {job.id}: {job.schedule!r} {job.time_zone}, overlap {job.overlap}, "
             f"catch-up {job.catch_up}, deadline {int(job.deadline.total_seconds())} s, "
-            f"retries {job.retry.retry_count}",
+            f"retries {job.retry.retry_count}"
+            + (
+                f", window {_bound(job.start_at)} .. {_bound(job.end_at)}"
+                if job.start_at or job.end_at
+                else ""
+            ),
             file=out,
         )
     print(
@@ -64,3 +70,7 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         story = result.history.timeline.get((violation.job, violation.schedule_time), [])
         for when, text in story:
             print(f"  {when:%H:%M:%S.%f} {text}", file=out)
+
+
+def _bound(at: datetime | None) -> str:
+    return "open" if at is None else f"{at:%H:%M:%S}"

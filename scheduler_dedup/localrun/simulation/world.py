@@ -30,6 +30,14 @@ from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
 from runledger.delivery.identify import parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
+from runledger.ledger.suspension import (
+    Suspension,
+    SuspensionRefused,
+    change,
+    resumed_by,
+    suspended_by,
+    suspension_key,
+)
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
@@ -72,7 +80,8 @@ class World:
             scenario.lost_claims,
             healed_at=scenario.settle,
         )
-        self.inner = inner
+        self.inner = _SuspensionsSeen(inner, self._suspension_written)
+        inner = self.inner
         self.store = FaultyStore(
             ItemWatch(inner, history.work, lambda: self.loop.now),
             self.loop,
@@ -127,6 +136,9 @@ class World:
             ),
             paused=job.id in self.paused_in_stack,
             overlap=job.overlap,
+            start_at=job.start_at,
+            end_at=job.end_at,
+            suspend_after=job.suspend_after,
         )
 
     def _deploy(self) -> App:
@@ -171,6 +183,22 @@ class World:
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
+
+    def _suspension_written(self, suspension: Suspension) -> None:
+        self.history.suspension_written(self.loop.now, suspension)
+
+    def suspend(self, job_id: str, suspended: bool) -> None:
+        """`ops suspend` / `ops resume` from the operator's laptop (refused: nothing happens)."""
+        now = self.loop.now + self.scenario.operator_skew
+        key = suspension_key(self.scenario.project, self.scenario.region, job_id)
+        if suspended:
+            step = suspended_by("sim: partner outage", "operator@sim", now)
+        else:
+            step = resumed_by("sim: fixed", "operator@sim", now)
+        try:
+            change(self.inner, key, job_id, step)
+        except SuspensionRefused as exc:
+            self.history.event(self.loop.now, f"operator refused: {exc}")
 
     # -- deliveries and job bodies --
 
@@ -358,6 +386,30 @@ class World:
             queue.queue_key(self.scenario.project, self.scenario.region)
         )
         return found is None or not found[0].get("pending")
+
+
+class _SuspensionsSeen:
+    """The store, telling the history each suspension document the moment it is written.
+
+    Below the faults: a write whose answer is lost has landed, and is told so.
+    """
+
+    def __init__(self, inner: Any, written: Callable[[Suspension], None]) -> None:
+        self._inner = inner
+        self._written = written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_suspension(self, key: str, suspension: Suspension) -> Any:
+        version = self._inner.create_suspension(key, suspension)
+        self._written(suspension)
+        return version
+
+    def replace_suspension(self, key: str, suspension: Suspension, version: Any) -> Any:
+        result = self._inner.replace_suspension(key, suspension, version)
+        self._written(suspension)
+        return result
 
 
 class _FindingLines(io.TextIOBase):

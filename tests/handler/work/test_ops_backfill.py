@@ -333,6 +333,7 @@ def test_describe_json_shows_next_and_recent_runs_and_counts(env, seeded):
         "failed": 1,
         "released": 1,
         "skipped": 0,
+        "suspended": 0,
         "missed": 3,
     }
     code, text, _ = ops(env, "describe", "--job", "export")
