@@ -11,7 +11,9 @@ from datetime import timedelta
 
 import pytest
 
+from runledger.backfill import runs
 from runledger.delivery import duplicate_wait, pipeline
+from runledger.delivery.identify import run_key
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
 from scheduler_dedup.localrun.simulation.run import run_seed
@@ -49,7 +51,7 @@ def _patch_takeover(monkeypatch, rule):
 # Seeds whose worlds reach the broken rule: a takeover, a duplicate of a final run,
 # a holder cut off from the store whose lease runs out while a duplicate polls.
 MUTATION_SEEDS = range(4)
-SKEW_SEEDS = range(13, 14)
+SKEW_SEEDS = range(23, 24)
 
 
 def test_a_takeover_that_ignores_the_lease_is_caught(monkeypatch):
@@ -75,6 +77,20 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
     assert any("two live holders" in line for line in _violations(SKEW_SEEDS))
+
+
+# A seed whose operator reruns completed times (`backfill --only all`, `backfill_modes`).
+RERUN_SEEDS = range(7, 8)
+
+
+def test_a_rerun_keyed_as_the_first_run_is_caught(monkeypatch):
+    """A rerun of a completed time under the time's own key is a duplicate, never run."""
+
+    def first_run_key(job, schedule_time, project, region, generation):
+        return run_key(job, schedule_time, project, region, manual=False)
+
+    monkeypatch.setattr(runs, "generation_key", first_run_key)
+    assert any("rerun asked, never run" in line for line in _violations(RERUN_SEEDS))
 
 
 @pytest.mark.firestore

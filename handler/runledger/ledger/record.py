@@ -50,6 +50,8 @@ class RunRecord(Document):
     trigger: str = TRIGGER_SCHEDULED
     # A skipped run's: the run key of the run of its job it yielded to.
     yielded_to: str | None = None
+    # 0: the scheduled time's own run; N: its Nth rerun (`backfill --only all`).
+    generation: int = 0
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

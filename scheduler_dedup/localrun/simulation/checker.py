@@ -13,7 +13,8 @@ A time with none is `lost`. Beyond the fate, the rules the history is held to:
 a time never takes effect again once its completion was recorded (`ran twice`),
 a finding is never made for a time whose completion was recorded before it
 (`false finding`), catch-up never runs a paused or skipped time, and every time
-a backfill asked to run is run after the ask. The history itself reports a
+a backfill asked to run is run after the ask, and a completed time a backfill
+reruns (`--only all`) is run after the ask, once. The history itself reports a
 second body started under another's live lease, and a final record changed.
 """
 
@@ -32,7 +33,7 @@ from runledger.facts import (
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from scheduler_dedup.localrun.simulation.instants import listed
-from scheduler_dedup.localrun.simulation.oracle import Execution, History, Violation
+from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
 _RUN_FINDINGS = ("run_missed", "run_stale", "run_failed", "run_released")
 
@@ -103,7 +104,41 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
         violations += _fate(history, time, findings, drifted)
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
+    for ask in history.rerun_asks:
+        violations += _rerun(history, ask)
     return violations
+
+
+def _rerun(history: History, ask: RerunAsk) -> list[Violation]:
+    """A rerun of a completed time (`--only all`) runs once: after the ask, and never again.
+
+    It is a run of its own generation's key, so its first record is untouched (the
+    history reports a final record changed) and its own effects are held to the rule
+    a scheduled time is: one once the rerun's completion was recorded, no more.
+    """
+    runs = sorted(history.executions[ask.key], key=lambda e: e.start)
+    effects = [e for e in runs if e.effect_at is not None]
+    found = [
+        Violation(
+            ask.job,
+            ask.schedule_time,
+            "rerun ran twice",
+            f"attempt {later.attempt_id} took effect at {later.effect_at:%H:%M:%S} after "
+            "the rerun's completion was recorded",
+        )
+        for later in effects[1:]
+        if _completed_before(history, [ask.key], later.start)
+    ]
+    if not any(run.start >= ask.at for run in runs):
+        found.append(
+            Violation(
+                ask.job,
+                ask.schedule_time,
+                "rerun asked, never run",
+                f"a backfill --only all asked at {ask.at:%H:%M:%S}; no attempt since",
+            )
+        )
+    return found
 
 
 def _lost_lease(history: History, execution: Execution) -> Violation | None:

@@ -67,6 +67,16 @@ class Ask:
     times: frozenset[datetime]
 
 
+@dataclass(frozen=True)
+class RerunAsk:
+    """A completed time a backfill (`--only all`) asked to rerun, as its generation's run key."""
+
+    at: datetime
+    job: str
+    schedule_time: datetime
+    key: str
+
+
 class History:
     def __init__(self) -> None:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
@@ -77,6 +87,7 @@ class History:
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
+        self.rerun_asks: list[RerunAsk] = []
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
@@ -270,6 +281,12 @@ class History:
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")
+
+    def reruns_asked(self, now: datetime, reruns: list[tuple[str, datetime, str]]) -> None:
+        """The completed times a recorded `--only all` request reruns: (job, time, run key)."""
+        for job, when, key in reruns:
+            self.rerun_asks.append(RerunAsk(now, job, when, key))
+            self.note(job, when, now, f"rerun asked by a backfill (run key {key[:12]})")
 
     def note(self, job: str, when: datetime, now: datetime, text: str) -> None:
         self.timeline[job, when].append((now, text))

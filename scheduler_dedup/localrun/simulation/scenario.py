@@ -6,10 +6,10 @@ and October, America/New_York in March and November) or an ordinary one, and
 the audit every ten minutes. The operator: forced runs with and without
 ScheduleTime, pauses from the console (live state only) and from the stack (a
 deploy), short and long, a console edit of a schedule and its undo, backfills
-with and without --include-failed. The faults: the store's (`store.FaultPlan`),
-outages, partitions of one instance, lost answers and duplicate deliveries,
-clock skew within `MAX_CLOCK_SKEW` between instances, the deletion of the
-audit's documents.
+with and without --include-failed (`backfill_modes`: --only missing, failed or
+all, newest first or not). The faults: the store's (`store.FaultPlan`), outages,
+partitions of one instance, lost answers and duplicate deliveries, clock skew
+within `MAX_CLOCK_SKEW` between instances, the deletion of the audit's documents.
 
 `FEATURES` names the fault classes whose fixes are still on their way: each is
 on unless switched off (`Scenario` takes the set that is on), so a seed says
@@ -42,6 +42,8 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
+    "backfill_modes": "backfills --only missing, failed or all (completed times rerun as a "
+    "new generation), oldest or newest first",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.

@@ -25,9 +25,9 @@ from typing import Any
 from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
-from runledger.backfill.plan import Plan, plan
+from runledger.backfill.plan import MODE_FAILED, Plan, plan
 from runledger.config import Settings
-from runledger.delivery.identify import parse_schedule_time, scheduler_headers
+from runledger.delivery.identify import generation_key, parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
@@ -46,7 +46,7 @@ QUIET = timedelta(minutes=2)
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=3)
-# The share of reported failures the operator reruns with --include-failed (`operator_skew`).
+# The share of reported failures the operator reruns with --only failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
 
@@ -215,7 +215,14 @@ class World:
         self.paused_in_stack = set(paused)
         self.app = self._deploy()
 
-    def backfill(self, job_id: str, start: datetime, end: datetime, include_failed: bool) -> None:
+    def backfill(
+        self,
+        job_id: str,
+        start: datetime,
+        end: datetime,
+        mode: str,
+        newest_first: bool = False,
+    ) -> None:
         """`python -m runledger.ops backfill` from the operator's laptop, then a forced audit."""
         now = self.loop.now + self.scenario.operator_skew
         env = self.env()
@@ -233,25 +240,44 @@ class World:
                 self.inner.get_many,
                 audit.project,
                 audit.region,
-                include_failed,
+                mode,
                 moment,
                 line,
+                newest_first,
             )
 
         # What the operator's laptop plans, and what the world's own clock says is due.
         planned, truth = planned_at(now), planned_at(self.loop.now)
-        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
-        self.history.backfill_asked(
-            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+        order = " newest first" if newest_first else ""
+        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) --only {mode}{order}"
+        # A completed time's rerun is a run of its own generation, checked by its key below.
+        times = [r.schedule_time for r in truth.runs if not r.generation]
+        self.history.backfill_asked(self.loop.now, job_id, times, text)
+        key = queue.request_key(
+            audit.project, audit.region, job_id, start, end, mode, newest_first, planned.runs
         )
-        key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
         docs = self.inner.backfills()
         if docs.get(key) is None and not planned.runs:
             return
         document = queue.request_document(
-            job_id, start, end, include_failed, planned.runs, now, "operator@sim"
+            job_id, start, end, mode, planned.runs, now, "operator@sim", newest_first
         )
-        queue.record_request(docs, audit.project, audit.region, key, document)
+        created, _ = queue.record_request(docs, audit.project, audit.region, key, document)
+        if created:
+            self.history.reruns_asked(
+                self.loop.now,
+                [
+                    (
+                        job_id,
+                        run.schedule_time,
+                        generation_key(
+                            job_id, run.schedule_time, audit.project, audit.region, run.generation
+                        ),
+                    )
+                    for run in planned.runs
+                    if run.generation
+                ],
+            )
         self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
 
     def rerun_failure(self, job_id: str, when: datetime) -> None:
@@ -266,7 +292,7 @@ class World:
         text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
         self.history.event(self.loop.now, text)
         later = timedelta(minutes=self.rng.randint(2, 6))
-        self.loop.after(later, lambda: self.backfill(job_id, when, end, True))
+        self.loop.after(later, lambda: self.backfill(job_id, when, end, MODE_FAILED))
 
     def run(self) -> None:
         """Play the scenario to its settle time; every log line goes to the history."""
