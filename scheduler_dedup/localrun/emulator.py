@@ -35,7 +35,7 @@ INSTALL_HINT = (
 
 
 class EmulatorMissing(RuntimeError):
-    """The Firestore emulator (or the java it needs) is not installed."""
+    """An emulator (Firestore's, Pub/Sub's) or the java it needs is not installed."""
 
 
 def free_port() -> int:
@@ -44,7 +44,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _sdk_roots() -> list[Path]:
+def sdk_roots() -> list[Path]:
+    """Where a Google Cloud SDK may be: $CLOUDSDK_ROOT_DIR, gcloud's own, the usual places."""
     roots = []
     if env_root := os.environ.get("CLOUDSDK_ROOT_DIR"):
         roots.append(Path(env_root))
@@ -58,7 +59,7 @@ def find_emulator_jar() -> Path:
     """Locate the emulator jar, or raise `EmulatorMissing` with an install hint."""
     if shutil.which("java") is None:
         raise EmulatorMissing(f"java not found on PATH: {INSTALL_HINT}")
-    for root in _sdk_roots():
+    for root in sdk_roots():
         jar = root / JAR_RELATIVE
         if jar.is_file():
             return jar

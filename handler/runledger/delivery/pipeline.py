@@ -8,7 +8,9 @@ job under a lease kept alive, and the fenced final write. What differs between
 triggers is data: the run's `trigger` (on its record and log lines; a run the
 audit starts waits for a running holder instead of being skipped), the body
 the job gets, and whether a duplicate that meets a live lease waits for its
-holder (only a delivery: `Trigger.wait`).
+holder (only a delivery: `Trigger.wait`). A run that ends failed for good is
+published to the stack's dead-letter topic, when it has one (`dead_letter`),
+after its `failed` write and whatever started it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from runledger import facts
+from runledger.delivery.dead_letter import KIND_FAILED, DeadLetters
 from runledger.delivery.duplicate_wait import DuplicateWait, holder_working
 from runledger.delivery.log import log_line
 from runledger.delivery.responses import (
@@ -63,12 +66,15 @@ class RunPipeline:
         clock: Callable[[], datetime],
         renewals: Renewals,
         monotonic: Callable[[], float] = time.monotonic,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._ledger = ledger
         self._jobs = jobs
         self._clock = clock
         self._renewals = renewals
         self._monotonic = monotonic
+        # Where a run that ends failed for good is published (None: nowhere).
+        self._dead_letters = dead_letters
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
@@ -190,6 +196,9 @@ class RunPipeline:
                 return Response(200, "completed", "run completed")
             if status is Status.FAILED:
                 ledger.fail(claim, error or "")
+                if self._dead_letters is not None:
+                    key = claim.identity.key
+                    fields["dead_letter"] = self._dead_letters.send(ledger, key, KIND_FAILED)
                 return Response(
                     422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
                 )

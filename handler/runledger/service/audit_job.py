@@ -15,15 +15,17 @@ the same claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 
+from runledger.audit.findings import AuditFinding, Finding
 from runledger.audit.report import log_findings, log_summary
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister
 from runledger.backfill.queue import BackfillDocs
 from runledger.backfill.runs import Runner, run_pending
+from runledger.delivery.dead_letter import KIND_FAILED, KIND_RETRIES_EXHAUSTED, DeadLetters
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
@@ -41,6 +43,7 @@ def audit_job(
     live: Lister | None = None,
     backfills: Callable[[], BackfillDocs] | None = None,
     jobs: Mapping[str, JobFn] | None = None,
+    dead_letters: DeadLetters | None = None,
 ) -> JobFn:
     """The job that audits `settings.schedules` on the ledger `ledger()` returns.
 
@@ -50,13 +53,24 @@ def audit_job(
     state (None: Scheduler is not asked, DEDUP_SCHEDULES says). `backfills`
     gives the pending backfill requests, run after judging (None: no backfill
     pass); `jobs` are the jobs served, so a request for one that is not is
-    reported, not run.
+    reported, not run. With `dead_letters`, each `failed` finding whose dead letter
+    is not noted on its run, and each `released` one (Scheduler's retries are over)
+    whose run no catch-up moved on, is published, after its line and before the
+    watermark moves past it.
     """
 
     def run_audit(context: RunContext) -> None:
         def caught_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
             return catch_up(run, TRIGGER_CATCH_UP)
+
+        def emitted(findings: Sequence[AuditFinding]) -> None:
+            log_findings(findings)
+            assert dead_letters is not None  # emitted is used only with dead letters
+            for finding in findings:
+                kind = dead_letter_kind(finding)
+                if kind is not None and finding.run_key is not None:
+                    dead_letters.send(current, finding.run_key, kind)
 
         current = ledger()
         audit = Audit(
@@ -67,7 +81,7 @@ def audit_job(
             catch_up=caught_up,
             live=live,
             marks=current.audit_marks(settings.project, settings.region),
-            emit=log_findings,
+            emit=log_findings if dead_letters is None else emitted,
         )
         report = audit.run()
         if backfills is not None:
@@ -77,3 +91,16 @@ def audit_job(
         log_summary(report, job=settings.job)
 
     return run_audit
+
+
+def dead_letter_kind(finding: AuditFinding) -> str | None:
+    """The dead letter an audit finding calls for, if any.
+
+    `failed`: the run failed for good, its letter sent at delivery unless the handler
+    died first (the note on the run tells). `released`: Scheduler's retries are over.
+    A catch-up that completed the run, or failed it for good (published then, by the
+    pipeline), moved its record on, and `DeadLetters.send` sends nothing for it.
+    """
+    return {Finding.FAILED: KIND_FAILED, Finding.RELEASED: KIND_RETRIES_EXHAUSTED}.get(
+        finding.finding
+    )
