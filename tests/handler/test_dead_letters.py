@@ -10,6 +10,7 @@ consumers dedupe on, and the run notes it, so a later look publishes nothing.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -24,9 +25,18 @@ from runledger.delivery.identify import run_key
 from runledger.exceptions import ConfigError, TerminalJobError
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.record import Status
+from runledger.ops.cli import main
 from runledger.schedules import audit_settings
 from runledger.sdk.context import RunContext
-from tests.handler.support import T0, deliver, make_app, scheduler_headers, settings
+from tests.handler.support import (
+    LEASE,
+    RETENTION,
+    T0,
+    deliver,
+    make_app,
+    scheduler_headers,
+    settings,
+)
 from tests.handler.test_audit import DEPLOYED, SCOPE, SETTLE, move_to, schedules, stamp
 from tests.handler.test_audit_watermark import audit_delivery
 
@@ -34,6 +44,7 @@ PROJECT = "demo-dedup"  # the emulators' project
 TOPIC = f"projects/{PROJECT}/topics/scheduler-dead-letters"
 SUBSCRIPTION = f"projects/{PROJECT}/subscriptions/on-call"
 WHEN = T0.replace(hour=9)
+RAW = schedules({"id": "export", "schedule": "0 * * * *"})
 # The tests' own pulls ask the emulator to answer at once, a flag the client calls deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore:The return_immediately flag is deprecated")
 
@@ -93,8 +104,7 @@ def flaky(ctx: RunContext) -> None:
 
 
 def app_on(store, clock, job, **extra: str):
-    raw = schedules({"id": "export", "schedule": "0 * * * *"})
-    config = audit_settings({"DEDUP_SCHEDULES": raw} | SCOPE, settings(**SCOPE))
+    config = audit_settings({"DEDUP_SCHEDULES": RAW} | SCOPE, settings(**SCOPE))
     record_epochs(store, config.project, config.region, config.schedules, DEPLOYED)
     env = SCOPE | {"DEDUP_DEAD_LETTER_TOPIC": TOPIC} | extra
     return make_app(store, {"export": job}, clock, audit=config, **env)
@@ -105,7 +115,7 @@ def key() -> str:
 
 
 def test_a_run_that_fails_for_good_is_published_once_with_its_id(
-    firestore_store, topic, clock, capsys
+    firestore_store, firestore_emulator, topic, clock, capsys
 ):
     topic()
     move_to(clock, WHEN + timedelta(seconds=5))
@@ -144,10 +154,27 @@ def test_a_run_that_fails_for_good_is_published_once_with_its_id(
     }
     assert body["trigger"] == "scheduled" and body["dead_letter_id"] == letter
     assert body["links"]["logs"].startswith("https://console.cloud.google.com/logs/query;query=")
-    assert (
-        "cloudscheduler/jobs/edit/europe-west1/export?project=acme-prod"
-        in (body["links"]["scheduler_job"])
+    scheduler_link = body["links"]["scheduler_job"]
+    assert "cloudscheduler/jobs/edit/europe-west1/export?project=acme-prod" in scheduler_link
+    # `ops describe` names the topic and the time whose letter went out.
+    env = (
+        firestore_emulator.env()
+        | SCOPE
+        | {
+            "DEDUP_SCHEDULES": RAW,
+            "DEDUP_DEAD_LETTER_TOPIC": TOPIC,
+            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
+            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
+        }
     )
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["describe", "--job", "export", "--json"], env=env, clock=clock, stdout=out,
+                stderr=err)  # fmt: skip
+    assert code == 0, err.getvalue()
+    view = json.loads(out.getvalue())
+    assert view["dead_letter_topic"] == TOPIC
+    letters = {item["schedule_time"]: item["dead_letter"] for item in view["recent"]}
+    assert letters[stamp(WHEN)] == letter
 
 
 def test_a_failure_whose_publish_did_not_happen_is_published_by_the_audit(

@@ -23,6 +23,8 @@ NS = "scheduler-dedup:"
 TOPIC = "gcp:pubsub/topic:Topic"
 TOPIC_GRANT = "gcp:pubsub/topicIAMMember:TopicIAMMember"
 PROJECT_GRANT = "gcp:projects/iAMMember:IAMMember"
+METRIC = "gcp:logging/metric:Metric"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 RUNTIME = "serviceAccount:dedup-runtime@dedup-test-project.iam.gserviceaccount.com"
 
 
@@ -46,6 +48,13 @@ def test_a_topic_id_makes_the_stack_create_it_and_grant_publishing_on_it_alone(r
     apis = {r.inputs["service"] for r in of(resources, "gcp:projects/service:Service")}
     assert "pubsub.googleapis.com" in apis
     assert environment(resources)["DEDUP_DEAD_LETTER_TOPIC"] == full
+    # The dead letters counter, and its chart.
+    (metric,) = [r for r in of(resources, METRIC) if r.name == "dedup-metric-dead-letters"]
+    assert 'jsonPayload.outcome=("dead_letter_published" OR "dead_letter_unpublished")' in (
+        metric.inputs["filter"]
+    )
+    (board,) = of(resources, DASHBOARD)
+    assert "Dead letters by outcome and kind" in board.inputs["dashboardJson"]
 
 
 def test_an_existing_topic_is_granted_on_not_created(run) -> None:
@@ -60,6 +69,7 @@ def test_an_existing_topic_is_granted_on_not_created(run) -> None:
 def test_without_the_key_there_is_no_topic_grant_nor_setting(run) -> None:
     resources = run()
     assert of(resources, TOPIC) == of(resources, TOPIC_GRANT) == []
+    assert not [r for r in of(resources, METRIC) if r.name.endswith("dead-letters")]
     assert "DEDUP_DEAD_LETTER_TOPIC" not in environment(resources)
 
 

@@ -47,6 +47,10 @@ KIND_RETRIES_EXHAUSTED = "retries_exhausted"  # released, and Scheduler's retrie
 _STATUS = {KIND_FAILED: Status.FAILED, KIND_RETRIES_EXHAUSTED: Status.RELEASED}
 # The attribute consumers dedupe on: the same for every copy of one letter.
 ID_ATTRIBUTE = "dead_letter_id"
+# The outcomes of the lines a publish logs (the stack's dead-letters metric counts them).
+OUTCOME_PUBLISHED = "dead_letter_published"
+OUTCOME_UNPUBLISHED = "dead_letter_unpublished"
+LOGGED_OUTCOMES = (OUTCOME_PUBLISHED, OUTCOME_UNPUBLISHED)
 
 
 class Topic(Protocol):
@@ -109,7 +113,7 @@ class DeadLetters:
         try:
             seen = ledger.read_versioned(run_key)
         except StoreUnavailable as exc:
-            return _logged("dead_letter_unpublished", run_key, kind, None, error=str(exc))
+            return _logged(OUTCOME_UNPUBLISHED, run_key, kind, None, error=str(exc))
         record = None if seen is None else seen.record
         if record is None or record.status is not _STATUS[kind] or record.is_expired(ledger.now()):
             return "dead_letter_not_final"
@@ -123,16 +127,14 @@ class DeadLetters:
             )
         except Exception as exc:  # the client's errors are its own; the line says which
             error = f"{type(exc).__name__}: {exc}"
-            return _logged("dead_letter_unpublished", run_key, kind, record, letter_id, error)
+            return _logged(OUTCOME_UNPUBLISHED, run_key, kind, record, letter_id, error)
         try:
             ledger.mark_dead_lettered(run_key, seen, letter_id)  # type: ignore[arg-type]
         except (VersionConflict, StoreUnavailable) as exc:
             # Published, not noted: the audit may publish it again, with the same id.
             error = f"published, not noted on the run: {type(exc).__name__}: {exc}"
-            return _logged("dead_letter_published", run_key, kind, record, letter_id, error)
-        return _logged(
-            "dead_letter_published", run_key, kind, record, letter_id, message_id=message_id
-        )
+            return _logged(OUTCOME_PUBLISHED, run_key, kind, record, letter_id, error)
+        return _logged(OUTCOME_PUBLISHED, run_key, kind, record, letter_id, message_id=message_id)
 
 
 def _logged(
@@ -144,7 +146,7 @@ def _logged(
     error: str | None = None,
     message_id: str | None = None,
 ) -> str:
-    severity = "ERROR" if outcome == "dead_letter_unpublished" else "INFO"
+    severity = "ERROR" if outcome == OUTCOME_UNPUBLISHED else "INFO"
     if error is not None and severity == "INFO":
         severity = "WARNING"
     when: datetime | None = None if record is None else record.schedule_time

@@ -77,6 +77,8 @@ class Recent:
             "duration_s": duration,
             "run_key": self.run_key,
             "reruns": self.reruns,
+            # The id of the dead letter published for its final failure, if one was.
+            "dead_letter": None if record is None else record.dead_letter_id,
         }
 
 
@@ -190,6 +192,7 @@ def describe(
         "recent": [item.to_json() for item in reversed(shown)],
         "counts": counts,
         "backfills": backfills,
+        "dead_letter_topic": settings.dead_letter_topic,
         "lookback_s": int(audit.lookback.total_seconds()),
         "epoch": None if epoch is None else rfc3339(epoch),
         "now": rfc3339(now),
@@ -210,6 +213,7 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"overlap      {view['overlap']}",
         f"live state   {live}",
         f"audit epoch  {view['epoch'] or '-'}",
+        f"dead letters {view['dead_letter_topic'] or 'not pushed (no deadLetterTopic)'}",
         f"next {len(view['next'])} scheduled time(s):",
     ]
     for utc, local in zip(view["next"], view["next_local"], strict=True):
@@ -224,6 +228,7 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         lines.append(
             f"  {item['schedule_time']:<21} {item['status']:<13} {item['trigger'] or '-':<10} "
             f"{tries:>5}  {duration:<10} {item['reruns']}"
+            + ("  dead letter published" if item["dead_letter"] else "")
         )
     hours = view["lookback_s"] / 3600
     counts = ", ".join(f"{count} {name}" for name, count in view["counts"].items())

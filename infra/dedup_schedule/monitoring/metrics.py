@@ -9,7 +9,8 @@ missed, stale, failed or released, one per job it could not judge (drifted,
 unauditable), and one summary per audit that ran to the end
 (`runledger.audit.runner`): the findings counter by kind, and the audits counter,
 whose absence shows an audit that stopped running (its findings alert then stays
-silent).
+silent). With `deadLetterTopic`, each dead letter's publish logs a line
+(`runledger.delivery.dead_letter`): the dead letters counter.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pulumi_gcp as gcp
 
 from dedup_schedule.monitoring.builders import MonitoringScope, counter, distribution, one_of
 from runledger import facts
+from runledger.delivery.dead_letter import LOGGED_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class MonitoredMetrics:
     latency: gcp.logging.Metric
     outlived: gcp.logging.Metric
     audits: gcp.logging.Metric | None
+    # The dead letters counter, None without `deadLetterTopic`.
+    dead_letters: gcp.logging.Metric | None = None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
@@ -45,6 +49,7 @@ class MonitoredMetrics:
             self.latency,
             self.outlived,
             self.audits,
+            self.dead_letters,
         ]
         return [metric for metric in ordered if metric is not None]
 
@@ -58,6 +63,7 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         latency=latency(scope),
         outlived=outlived_deadline(scope),
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
+        dead_letters=dead_letters(scope) if scope.config.dead_letter_topic else None,
     )
 
 
@@ -134,6 +140,17 @@ def outlived_deadline(scope: MonitoringScope) -> gcp.logging.Metric:
         "Runs that went on past their job's attempt deadline, per job",
         f"{scope.requests} AND jsonPayload.{facts.OUTLIVED_DEADLINE_FIELD}>0",
         {"job": "jsonPayload.job"},
+    )
+
+
+def dead_letters(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Dead letters published, or whose publish failed, by outcome, kind and job."""
+    return counter(
+        scope,
+        "dead-letters",
+        "Final failures published to the dead-letter topic (or not), by outcome, kind and job",
+        f"{scope.lines} AND jsonPayload.outcome={one_of(LOGGED_OUTCOMES)}",
+        {"outcome": "jsonPayload.outcome", "kind": "jsonPayload.kind", "job": "jsonPayload.job"},
     )
 
 

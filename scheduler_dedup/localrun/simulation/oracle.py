@@ -88,6 +88,10 @@ class History:
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
         self.rerun_asks: list[RerunAsk] = []
+        # Dead letters (`dead_letters`): each stored copy (when, its attributes, the run's
+        # record as the store held it then), and each run key a publish was logged failed for.
+        self.letters: list[tuple[datetime, dict[str, str], RunRecord | None]] = []
+        self.unpublished: dict[str, list[datetime]] = defaultdict(list)
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
@@ -281,6 +285,17 @@ class History:
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")
+
+    def letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        key = attributes["run_key"]
+        current = next((r for _, r in reversed(self.records[key]) if r is not None), None)
+        self.letters.append((now, attributes, current))
+        if current is not None:
+            kind = attributes["kind"]
+            self.note(current.job, current.schedule_time, now, f"dead letter {kind} stored")
+
+    def letter_unpublished(self, now: datetime, key: str) -> None:
+        self.unpublished[key].append(now)
 
     def reruns_asked(self, now: datetime, reruns: list[tuple[str, datetime, str]]) -> None:
         """The completed times a recorded `--only all` request reruns: (job, time, run key)."""

@@ -44,6 +44,8 @@ FEATURES = {
     "30 minutes off",
     "backfill_modes": "backfills --only missing, failed or all (completed times rerun as a "
     "new generation), oldest or newest first",
+    "dead_letters": "final failures pushed to a Pub/Sub topic whose publishes fail or lose "
+    "their answers",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.

@@ -26,7 +26,7 @@ from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import MODE_FAILED, Plan, plan
-from runledger.config import Settings
+from runledger.config import DEAD_LETTER_TOPIC_ENV, Settings
 from runledger.delivery.identify import generation_key, parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
@@ -37,6 +37,7 @@ from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from scheduler_dedup.localrun.simulation.topic import SimTopic
 
 # A job body checks its lease and reports progress this often while it works.
 STEP = timedelta(seconds=20)
@@ -46,6 +47,10 @@ QUIET = timedelta(minutes=2)
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=3)
+# The dead-letter topic (`dead_letters`), and the share of its publishes that fail or
+# store and lose their answer.
+DEAD_LETTER_TOPIC = "projects/sim-project/topics/sim-dead-letters"
+PUBLISH_FAULTS = 0.15
 # The share of reported failures the operator reruns with --only failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
@@ -83,15 +88,25 @@ class World:
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
+        self.topic = SimTopic(
+            scenario.rng,
+            PUBLISH_FAULTS,
+            lambda: self.loop.now,
+            self._letter_stored,
+            scenario.settle,
+        )
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
 
     def env(self) -> dict[str, str]:
         entries = [self._entry(job) for job in self.scenario.jobs]
+        letters = "dead_letters" in self.scenario.features
+        topic = {DEAD_LETTER_TOPIC_ENV: DEAD_LETTER_TOPIC} if letters else {}
         return {
             **self.scenario.settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
+            **topic,
         }
 
     def _entry(self, job: SimJob) -> dict[str, object]:
@@ -123,6 +138,7 @@ class World:
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
             live=self._listing,
             backfills=lambda: self.docs,
+            dead_letter_topic=lambda: self.topic,
         )
 
     def _listing(self, since: datetime) -> dict[str, ListedJob]:
@@ -142,6 +158,9 @@ class World:
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
+
+    def _letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        self.history.letter_stored(now, attributes)
 
     # -- deliveries and job bodies --
 
@@ -354,6 +373,9 @@ class _FindingLines(io.TextIOBase):
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
+        if '"outcome": "dead_letter_unpublished"' in text:
+            entry = json.loads(text)
+            self._world.history.letter_unpublished(self._world.loop.now, entry["run_key"])
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):
