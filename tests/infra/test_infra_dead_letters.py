@@ -50,8 +50,9 @@ def test_a_topic_id_makes_the_stack_create_it_and_grant_publishing_on_it_alone(r
     assert environment(resources)["DEDUP_DEAD_LETTER_TOPIC"] == full
     # The dead letters counter, and its chart.
     (metric,) = [r for r in of(resources, METRIC) if r.name == "dedup-metric-dead-letters"]
-    assert 'jsonPayload.outcome=("dead_letter_published" OR "dead_letter_unpublished")' in (
-        metric.inputs["filter"]
+    assert (
+        'jsonPayload.outcome=("dead_letter_published" OR "dead_letter_unpublished")'
+        in (metric.inputs["filter"])
     )
     (board,) = of(resources, DASHBOARD)
     assert "Dead letters by outcome and kind" in board.inputs["dashboardJson"]
