@@ -10,16 +10,17 @@ through PUBSUB_EMULATOR_HOST. Nothing falls back to a fake: when it is missing,
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler_dedup.localrun.emulator import EmulatorMissing, free_port, sdk_roots
+from scheduler_dedup.localrun.emulator import (
+    EmulatorMissing,
+    free_port,
+    process_env,
+    sdk_roots,
+    wait_ready,
+)
 from scheduler_dedup.localrun.process import ServiceProcess, spawn
 
 LIB_RELATIVE = Path("platform/pubsub-emulator/lib")
@@ -53,35 +54,9 @@ class PubSubEmulator(ServiceProcess):
         """What points Google's Pub/Sub clients at this emulator."""
         return {"PUBSUB_EMULATOR_HOST": self.host, "PUBSUB_PROJECT_ID": self.project}
 
-    @contextlib.contextmanager
-    def as_process_env(self) -> Iterator[None]:
+    def as_process_env(self) -> contextlib.AbstractContextManager[None]:
         """Point this process's Pub/Sub clients at the emulator, restoring the env after."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-def _ready(emulator: PubSubEmulator, deadline_s: float) -> bool:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if not emulator.is_running():
-            return False
-        if _RUNNING_LINE in emulator.log():
-            try:
-                with urllib.request.urlopen(f"http://{emulator.host}/", timeout=1) as response:
-                    if response.read().strip() == b"Ok":
-                        return True
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-        time.sleep(0.1)
-    return False
+        return process_env(self.env())
 
 
 def start_pubsub_emulator(
@@ -99,7 +74,7 @@ def start_pubsub_emulator(
             ["java", "-jar", str(jar), "--host=127.0.0.1", f"--port={port}"], "pubsub-emulator-"
         )
         emulator = PubSubEmulator(process, log_path, host=f"127.0.0.1:{port}", project=project)
-        if _ready(emulator, ready_timeout_s):
+        if wait_ready(emulator, _RUNNING_LINE, f"http://{emulator.host}/", ready_timeout_s):
             return emulator
         emulator.stop()
         if attempt == _PORT_ATTEMPTS or "BindException" not in emulator.log():
