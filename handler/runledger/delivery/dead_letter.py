@@ -114,8 +114,10 @@ class DeadLetters:
             seen = ledger.read_versioned(run_key)
         except StoreUnavailable as exc:
             return _logged(OUTCOME_UNPUBLISHED, run_key, kind, None, error=str(exc))
-        record = None if seen is None else seen.record
-        if record is None or record.status is not _STATUS[kind] or record.is_expired(ledger.now()):
+        if seen is None:
+            return "dead_letter_not_final"
+        record = seen.record
+        if record.status is not _STATUS[kind] or record.is_expired(ledger.now()):
             return "dead_letter_not_final"
         letter_id = dead_letter_id(run_key, record.attempt_id, kind)
         if record.dead_letter_id == letter_id:
@@ -129,7 +131,7 @@ class DeadLetters:
             error = f"{type(exc).__name__}: {exc}"
             return _logged(OUTCOME_UNPUBLISHED, run_key, kind, record, letter_id, error)
         try:
-            ledger.mark_dead_lettered(run_key, seen, letter_id)  # type: ignore[arg-type]
+            ledger.mark_dead_lettered(run_key, seen, letter_id)
         except (VersionConflict, StoreUnavailable) as exc:
             # Published, not noted: the audit may publish it again, with the same id.
             error = f"published, not noted on the run: {type(exc).__name__}: {exc}"
