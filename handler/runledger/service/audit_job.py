@@ -18,20 +18,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from runledger.audit.findings import AuditFinding, Finding
-from runledger.audit.report import log_findings, log_summary
-from runledger.audit.runner import Audit
-from runledger.audit.scheduler_state import Lister
-from runledger.backfill.queue import BackfillDocs
-from runledger.backfill.runs import Runner, run_pending
-from runledger.delivery.dead_letter import KIND_FAILED, KIND_RETRIES_EXHAUSTED, DeadLetters
+from runledger.delivery.dead_letter import KIND_FAILED, KIND_RETRIES_EXHAUSTED
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
 from runledger.schedules import AuditSettings
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
+
+if TYPE_CHECKING:
+    from runledger.audit.findings import AuditFinding
+    from runledger.audit.scheduler_state import Lister
+    from runledger.backfill.queue import BackfillDocs
+    from runledger.delivery.dead_letter import DeadLetters
 
 
 def audit_job(
@@ -56,10 +57,16 @@ def audit_job(
     reported, not run. With `dead_letters`, each `failed` finding whose dead letter
     is not noted on its run, and each `released` one (Scheduler's retries are over)
     whose run no catch-up moved on, is published, after its line and before the
-    watermark moves past it.
+    watermark moves past it. The audit's and the backfill's modules are imported by
+    the audit's first run: a handler that serves other deliveries first (every
+    cold start does) never loads them for those.
     """
 
     def run_audit(context: RunContext) -> None:
+        from runledger.audit.report import log_findings, log_summary
+        from runledger.audit.runner import Audit
+        from runledger.backfill.runs import Runner, run_pending
+
         def caught_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
             return catch_up(run, TRIGGER_CATCH_UP)
@@ -101,6 +108,8 @@ def dead_letter_kind(finding: AuditFinding) -> str | None:
     A catch-up that completed the run, or failed it for good (published then, by the
     pipeline), moved its record on, and `DeadLetters.send` sends nothing for it.
     """
+    from runledger.audit.findings import Finding
+
     return {Finding.FAILED: KIND_FAILED, Finding.RELEASED: KIND_RETRIES_EXHAUSTED}.get(
         finding.finding
     )
