@@ -33,6 +33,12 @@ ALLOWED_PROJECTS_ENV = "DEDUP_ALLOWED_PROJECTS"
 ALLOWED_REGIONS_ENV = "DEDUP_ALLOWED_REGIONS"
 DUPLICATE_WAIT_ENV = "DEDUP_DUPLICATE_WAIT_SECONDS"
 CONTRACT_ENV = "DEDUP_CONTRACT_VERSION"
+DEAD_LETTER_TOPIC_ENV = "DEDUP_DEAD_LETTER_TOPIC"
+# A Pub/Sub topic's full name: a project id, then a topic id (3-255 characters from a
+# letter: letters, digits, - . _ ~ + %, not starting "goog"; Pub/Sub "Resource names").
+DEAD_LETTER_TOPIC = re.compile(
+    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
+)
 
 
 def contract_env() -> dict[str, str]:
@@ -107,6 +113,9 @@ class Settings:
     # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email`
     # (runledger.delivery.invoker).
     allowed_invoker_ids: frozenset[str] = frozenset()
+    # DEDUP_DEAD_LETTER_TOPIC: the Pub/Sub topic each final failure is published to
+    # (`runledger.delivery.dead_letter`); None: none is pushed.
+    dead_letter_topic: str | None = None
 
     def to_env(self) -> dict[str, str]:
         """These settings as the environment `from_env` reads back: the contract's one writer.
@@ -134,6 +143,8 @@ class Settings:
             env[ALLOWED_INVOKER_IDS_ENV] = _names_text(self.allowed_invoker_ids)
         if self.duplicate_wait is not None:
             env[DUPLICATE_WAIT_ENV] = _seconds_text(self.duplicate_wait)
+        if self.dead_letter_topic is not None:
+            env[DEAD_LETTER_TOPIC_ENV] = self.dead_letter_topic
         return env
 
     @property
@@ -191,6 +202,15 @@ class Settings:
                 )
             return value
 
+        def dead_letter_topic() -> str | None:
+            value = env.get(DEAD_LETTER_TOPIC_ENV, "").strip()
+            if value and not DEAD_LETTER_TOPIC.fullmatch(value):
+                raise ConfigError(
+                    f"{DEAD_LETTER_TOPIC_ENV}: {value!r} is not a Pub/Sub topic name "
+                    "(projects/PROJECT/topics/TOPIC)"
+                )
+            return value or None
+
         manual = env.get(MANUAL_RUNS_ENV, ManualRuns.SEPARATE.value).strip()
         if manual not in facts.MANUAL_RUN_MODES:
             choices = ", ".join(facts.MANUAL_RUN_MODES)
@@ -222,6 +242,7 @@ class Settings:
             duplicate_wait=wait_cap(),
             heartbeat=heartbeat(),
             allowed_invoker_ids=names(ALLOWED_INVOKER_IDS_ENV),
+            dead_letter_topic=dead_letter_topic(),
         )
         if settings.retention <= settings.lease:
             raise ConfigError(

@@ -8,12 +8,15 @@ mutation tests break the ledger on purpose and require the simulator to notice.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
 from runledger import schedules
+from runledger.backfill import runs
 from runledger.delivery import duplicate_wait, pipeline
+from runledger.delivery.identify import run_key
 from runledger.ledger import machine, overlap
 from runledger.ledger.record import FINAL_STATUSES, Status
 from scheduler_dedup.localrun.simulation.run import run_seed
@@ -57,7 +60,7 @@ def _patch_takeover(monkeypatch, rule):
 # Seeds whose worlds reach the broken rule: a takeover, a duplicate of a final run,
 # a holder cut off from the store whose lease runs out while a duplicate polls.
 MUTATION_SEEDS = range(4)
-SKEW_SEEDS = range(13, 14)
+SKEW_SEEDS = range(34, 35)
 
 
 def test_a_takeover_that_ignores_the_lease_is_caught(monkeypatch):
@@ -91,6 +94,36 @@ def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
     found = _violations(SKEW_SEEDS, ON - ISSUE_35)
     assert any("two live holders" in line for line in found)
+
+
+# A seed whose operator reruns completed times (`backfill --only all`, `backfill_modes`).
+RERUN_SEEDS = range(7, 8)
+
+
+def test_a_rerun_keyed_as_the_first_run_is_caught(monkeypatch):
+    """A rerun of a completed time under the time's own key is a duplicate, never run."""
+
+    def first_run_key(job, schedule_time, project, region, generation):
+        return run_key(job, schedule_time, project, region, manual=False)
+
+    monkeypatch.setattr(runs, "generation_key", first_run_key)
+    assert any("rerun asked, never run" in line for line in _violations(RERUN_SEEDS))
+
+
+def test_a_dead_letter_sent_again_despite_its_note_is_caught(monkeypatch):
+    """The ledger's read forgets a run's dead-letter note: the audit publishes it again."""
+    read = machine.Ledger.read_versioned
+
+    def forgetful(self, key):
+        seen = read(self, key)
+        if seen is None:
+            return None
+        return dataclasses.replace(
+            seen, record=dataclasses.replace(seen.record, dead_letter_id=None)
+        )
+
+    monkeypatch.setattr(machine.Ledger, "read_versioned", forgetful)
+    assert any("dead letter after its note" in line for line in _violations(range(1)))
 
 
 @pytest.mark.firestore

@@ -20,6 +20,9 @@ A job with `suspendAfterFailures` reads its suspension next (`ledger.suspension`
 suspended, the run is recorded `suspended` and answered 200 without running. Each of
 its scheduled runs that ends completed or failed for good is counted after the final
 write; the Nth failure in a row suspends the job.
+
+A run that ends failed for good is published to the stack's dead-letter topic,
+when it has one (`dead_letter`), after its `failed` write and whatever started it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from runledger import facts
+from runledger.delivery.dead_letter import KIND_FAILED, DeadLetters
 from runledger.delivery.duplicate_wait import DuplicateWait, holder_working
 from runledger.delivery.log import log_line
 from runledger.delivery.responses import (
@@ -89,6 +93,7 @@ class RunPipeline:
         monotonic: Callable[[], float] = time.monotonic,
         windows: Mapping[str, JobSchedule] | None = None,
         suspend_after: Mapping[str, int] | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         """`windows`: the schedules of the jobs with an active window, by job id;
         `suspend_after`: each job's `suspendAfterFailures`, for the jobs that have one."""
@@ -99,6 +104,8 @@ class RunPipeline:
         self._monotonic = monotonic
         self._windows = dict(windows or {})
         self._suspend_after = dict(suspend_after or {})
+        # Where a run that ends failed for good is published (None: nowhere).
+        self._dead_letters = dead_letters
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
@@ -267,6 +274,9 @@ class RunPipeline:
                 return Response(200, "completed", "run completed")
             if status is Status.FAILED:
                 ledger.fail(claim, error or "")
+                if self._dead_letters is not None:
+                    key = claim.identity.key
+                    fields["dead_letter"] = self._dead_letters.send(ledger, key, KIND_FAILED)
                 return Response(
                     422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
                 )

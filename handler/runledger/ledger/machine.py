@@ -369,6 +369,17 @@ class Ledger:
             raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
         return self._store
 
+    # -- the dead letter pushed for a final failure (`delivery.dead_letter`) --
+
+    def mark_dead_lettered(self, key: str, seen: Versioned, letter_id: str) -> None:
+        """Note on the run that its dead letter `letter_id` was published, if still as `seen`.
+
+        VersionConflict if the run changed since it was read (a new attempt claimed
+        it): that attempt's fate is its own, and its record carries no such note.
+        """
+        changes = {"dead_letter_id": letter_id, "dead_lettered_at": self._clock()}
+        self._store.update(key, changes, seen.version)
+
     # -- the operator's release of a dead letter ----------------------------
 
     def release_failed(

@@ -54,6 +54,12 @@ class RunRecord(Document):
     trigger: str = TRIGGER_SCHEDULED
     # A skipped run's: the run key of the run of its job it yielded to.
     yielded_to: str | None = None
+    # 0: the scheduled time's own run; N: its Nth rerun (`backfill --only all`).
+    generation: int = 0
+    # The dead letter published for this attempt's final failure (`delivery.dead_letter`):
+    # its id and when its publish was answered; absent until then.
+    dead_letter_id: str | None = None
+    dead_lettered_at: datetime | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

@@ -26,6 +26,9 @@ class RunIdentity:
     manual: bool
     # What starts this attempt (facts.TRIGGERS); it goes to the record and the log lines.
     trigger: str = TRIGGER_SCHEDULED
+    # 0: the time's own run; N: its Nth rerun (`backfill --only all`), keyed apart
+    # (`delivery.identify.generation_key`).
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ def fresh_record(
         attempts=1,
         claimed_at=now,
         trigger=run.trigger,
+        generation=run.generation,
     )
 
 

@@ -176,6 +176,10 @@ class ScheduleConfig:
     ingress: str
     audit: AuditConfig = field(default_factory=AuditConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    # `deadLetterTopic`: the full name of the topic final failures are published to.
+    dead_letter_topic: str | None = None
+    # Whether the stack creates that topic (the key named a bare topic id) or it exists.
+    creates_dead_letter_topic: bool = False
 
     @property
     def lease_seconds(self) -> int:
@@ -304,6 +308,7 @@ class ScheduleConfig:
             allowed_regions=frozenset({self.region}),
             duplicate_wait=None,
             heartbeat=None if heartbeat is None else timedelta(seconds=heartbeat),
+            dead_letter_topic=self.dead_letter_topic,
         )
         return {
             **settings.to_env(),

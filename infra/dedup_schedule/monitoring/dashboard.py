@@ -94,6 +94,16 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
                 f'metric.label.outcome="{facts.OUTCOME_SUSPENDED}"',
             )
         )
+    if metrics.dead_letters is not None:
+        tiles.append(
+            (
+                "Dead letters by outcome and kind",
+                metrics.dead_letters,
+                _sum("metric.label.outcome", "metric.label.kind"),
+                "STACKED_BAR",
+                "",
+            )
+        )
     names = pulumi.Output.all(*(tile[1].name for tile in tiles))
     return gcp.monitoring.Dashboard(
         scope.placement.name("dashboard"),

@@ -12,6 +12,8 @@ whose absence shows an audit that stopped running (its findings alert then stays
 silent). A line whose delivery claimed its run says how long after the schedule time
 (`start_lag_s`, `runledger.delivery.pipeline`): the start-lag distribution, and with
 `alerts.startLagSeconds` the counter of runs that started later than that.
+With `deadLetterTopic`, each dead letter's publish logs a line
+(`runledger.delivery.dead_letter`): the dead letters counter.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pulumi_gcp as gcp
 
 from dedup_schedule.monitoring.builders import MonitoringScope, counter, distribution, one_of
 from runledger import facts
+from runledger.delivery.dead_letter import LOGGED_OUTCOMES
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class MonitoredMetrics:
     audits: gcp.logging.Metric | None
     start_lag: gcp.logging.Metric
     late_starts: gcp.logging.Metric | None = None
+    # The dead letters counter, None without `deadLetterTopic`.
+    dead_letters: gcp.logging.Metric | None = None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
@@ -52,6 +57,7 @@ class MonitoredMetrics:
             self.audits,
             self.start_lag,
             self.late_starts,
+            self.dead_letters,
         ]
         return [metric for metric in ordered if metric is not None]
 
@@ -67,6 +73,7 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
         start_lag=start_lag(scope),
         late_starts=late_starts(scope) if scope.config.alerts.start_lag_s is not None else None,
+        dead_letters=dead_letters(scope) if scope.config.dead_letter_topic else None,
     )
 
 
@@ -148,6 +155,17 @@ def outlived_deadline(scope: MonitoringScope) -> gcp.logging.Metric:
         "Runs that went on past their job's attempt deadline, per job",
         f"{scope.requests} AND jsonPayload.{facts.OUTLIVED_DEADLINE_FIELD}>0",
         {"job": "jsonPayload.job"},
+    )
+
+
+def dead_letters(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Dead letters published, or whose publish failed, by outcome, kind and job."""
+    return counter(
+        scope,
+        "dead-letters",
+        "Final failures published to the dead-letter topic (or not), by outcome, kind and job",
+        f"{scope.lines} AND jsonPayload.outcome={one_of(LOGGED_OUTCOMES)}",
+        {"outcome": "jsonPayload.outcome", "kind": "jsonPayload.kind", "job": "jsonPayload.job"},
     )
 
 

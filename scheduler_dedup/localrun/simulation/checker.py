@@ -15,7 +15,9 @@ A time with none is `lost`. Beyond the fate, the rules the history is held to:
 a time never takes effect again once its completion was recorded (`ran twice`),
 a finding is never made for a time whose completion was recorded before it
 (`false finding`), catch-up never runs a paused or skipped time, and every time
-a backfill asked to run is run after the ask. The history itself reports a
+a backfill asked to run is run after the ask, and a completed time a backfill
+reruns (`--only all`) is run after the ask, once, and a dead letter is published
+once per final failure and for nothing else (`_letters`). The history itself reports a
 second body started under another's live lease, and a final record changed.
 """
 
@@ -25,6 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from runledger.delivery.dead_letter import (
+    ID_ATTRIBUTE,
+    KIND_FAILED,
+    KIND_RETRIES_EXHAUSTED,
+    dead_letter_id,
+)
 from runledger.delivery.identify import run_key
 from runledger.facts import (
     OUTCOME_JOB_DRIFTED,
@@ -34,7 +42,7 @@ from runledger.facts import (
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from scheduler_dedup.localrun.simulation.instants import listed
-from scheduler_dedup.localrun.simulation.oracle import Execution, History, Violation
+from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
 _RUN_FINDINGS = ("run_missed", "run_stale", "run_failed", "run_released")
 
@@ -138,7 +146,94 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     violations += history.work.check(history.records)  # `job_work`
+    for ask in history.rerun_asks:
+        violations += _rerun(history, ask)
+    violations += _letters(history, {key for time in expected for key in time.keys})
     return violations
+
+
+# The record status each kind of dead letter is about (`delivery.dead_letter`).
+_LETTER_STATUS = {KIND_FAILED: Status.FAILED, KIND_RETRIES_EXHAUSTED: Status.RELEASED}
+
+
+def _letters(history: History, judged: set[str]) -> list[Violation]:
+    """A dead letter is published once per final failure, and for nothing else.
+
+    Each stored copy must be about its run's record as it stood: that status, that
+    attempt. A copy stored while the run's note already named it is one too many (a
+    copy again after a lost answer, the note not written, is the guarantee's slack,
+    and consumers dedupe it by `dead_letter_id`). Every judged time whose run stays
+    failed for good has its letter stored, or a publish logged failed after it failed.
+    """
+    found: list[Violation] = []
+    stored: set[str] = set()
+    for at, attributes, record in history.letters:
+        key, kind, letter = attributes["run_key"], attributes["kind"], attributes[ID_ATTRIBUTE]
+        stored.add(letter)
+        job = "-" if record is None else record.job
+        when = None if record is None else record.schedule_time
+        if (
+            record is None
+            or record.status is not _LETTER_STATUS[kind]
+            or dead_letter_id(key, record.attempt_id, kind) != letter
+        ):
+            found.append(
+                Violation(job, when, "dead letter for no failure", f"{kind} at {at:%H:%M:%S}")
+            )
+        elif record.dead_letter_id == letter:
+            found.append(
+                Violation(job, when, "dead letter after its note", f"{kind} again at {at:%H:%M:%S}")
+            )
+    for key in judged:
+        final = next((r for _, r in reversed(history.records[key]) if r is not None), None)
+        if final is None or final.status is not Status.FAILED:
+            continue
+        if dead_letter_id(key, final.attempt_id, KIND_FAILED) in stored:
+            continue
+        failed_at = next(at for at, r in history.records[key] if r is final)
+        if not any(at >= failed_at for at in history.unpublished[key]):
+            found.append(
+                Violation(
+                    final.job,
+                    final.schedule_time,
+                    "dead letter lost",
+                    f"failed for good at {failed_at:%H:%M:%S} (attempt {final.attempt_id}): "
+                    "no letter stored, no failed publish logged",
+                )
+            )
+    return found
+
+
+def _rerun(history: History, ask: RerunAsk) -> list[Violation]:
+    """A rerun of a completed time (`--only all`) runs once: after the ask, and never again.
+
+    It is a run of its own generation's key, so its first record is untouched (the
+    history reports a final record changed) and its own effects are held to the rule
+    a scheduled time is: one once the rerun's completion was recorded, no more.
+    """
+    runs = sorted(history.executions[ask.key], key=lambda e: e.start)
+    effects = [e for e in runs if e.effect_at is not None]
+    found = [
+        Violation(
+            ask.job,
+            ask.schedule_time,
+            "rerun ran twice",
+            f"attempt {later.attempt_id} took effect at {later.effect_at:%H:%M:%S} after "
+            "the rerun's completion was recorded",
+        )
+        for later in effects[1:]
+        if _completed_before(history, [ask.key], later.start)
+    ]
+    if not any(run.start >= ask.at for run in runs):
+        found.append(
+            Violation(
+                ask.job,
+                ask.schedule_time,
+                "rerun asked, never run",
+                f"a backfill --only all asked at {ask.at:%H:%M:%S}; no attempt since",
+            )
+        )
+    return found
 
 
 def _lost_lease(history: History, execution: Execution) -> Violation | None:

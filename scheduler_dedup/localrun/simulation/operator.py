@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, MODES
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.scenario import Action, Scenario, moment
 from scheduler_dedup.localrun.simulation.world import World
@@ -82,11 +83,17 @@ def draw(scenario: Scenario) -> None:
         at = at.replace(second=0)
         first = at - timedelta(minutes=rng.randint(30, 70))
         last = at - timedelta(minutes=rng.randint(1, 20))
-        failed = rng.random() < 0.5
+        draw = rng.random()
+        mode = MODE_FAILED if draw < 0.5 else MODE_MISSING
+        newest_first = False
+        if "backfill_modes" in features:
+            mode = MODES[int(draw * len(MODES))]
+            newest_first = rng.random() < 0.5
+        order = " newest first" if newest_first else ""
         add(
             at,
-            f"backfill {job} [{first:%H:%M}, {last:%H:%M}) failed={failed}",
-            _backfill(job, first, last, failed),
+            f"backfill {job} [{first:%H:%M}, {last:%H:%M}) --only {mode}{order}",
+            _backfill(job, first, last, mode, newest_first),
         )
     scenario.actions.sort(key=lambda item: item[0])
     scenario.notes.sort()
@@ -150,5 +157,5 @@ def _delete_audit(world: World) -> None:
     world.history.event(world.loop.now, "runledger_audit deleted (epochs, watermarks, slots)")
 
 
-def _backfill(job: str, first: datetime, last: datetime, failed: bool) -> Action:
-    return lambda world: world.backfill(job, first, last, failed)
+def _backfill(job: str, first: datetime, last: datetime, mode: str, newest_first: bool) -> Action:
+    return lambda world: world.backfill(job, first, last, mode, newest_first)

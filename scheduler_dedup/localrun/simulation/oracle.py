@@ -59,6 +59,16 @@ class Ask:
     include_failed: bool = True
 
 
+@dataclass(frozen=True)
+class RerunAsk:
+    """A completed time a backfill (`--only all`) asked to rerun, as its generation's run key."""
+
+    at: datetime
+    job: str
+    schedule_time: datetime
+    key: str
+
+
 class History:
     def __init__(self) -> None:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
@@ -71,6 +81,11 @@ class History:
         # Each job's suspension as its document was written: when, and suspended or not.
         self.suspensions: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
+        self.rerun_asks: list[RerunAsk] = []
+        # Dead letters (`dead_letters`): each stored copy (when, its attributes, the run's
+        # record as the store held it then), and each run key a publish was logged failed for.
+        self.letters: list[tuple[datetime, dict[str, str], RunRecord | None]] = []
+        self.unpublished: dict[str, list[datetime]] = defaultdict(list)
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
@@ -293,6 +308,23 @@ class History:
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")
+
+    def letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        key = attributes["run_key"]
+        current = next((r for _, r in reversed(self.records[key]) if r is not None), None)
+        self.letters.append((now, attributes, current))
+        if current is not None:
+            kind = attributes["kind"]
+            self.note(current.job, current.schedule_time, now, f"dead letter {kind} stored")
+
+    def letter_unpublished(self, now: datetime, key: str) -> None:
+        self.unpublished[key].append(now)
+
+    def reruns_asked(self, now: datetime, reruns: list[tuple[str, datetime, str]]) -> None:
+        """The completed times a recorded `--only all` request reruns: (job, time, run key)."""
+        for job, when, key in reruns:
+            self.rerun_asks.append(RerunAsk(now, job, when, key))
+            self.note(job, when, now, f"rerun asked by a backfill (run key {key[:12]})")
 
     def note(self, job: str, when: datetime, now: datetime, text: str) -> None:
         self.timeline[job, when].append((now, text))

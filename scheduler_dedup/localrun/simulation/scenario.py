@@ -6,10 +6,10 @@ and October, America/New_York in March and November) or an ordinary one, and
 the audit every ten minutes. The operator: forced runs with and without
 ScheduleTime, pauses from the console (live state only) and from the stack (a
 deploy), short and long, a console edit of a schedule and its undo, backfills
-with and without --include-failed. The faults: the store's (`store.FaultPlan`),
-outages, partitions of one instance, lost answers and duplicate deliveries,
-clock skew within `MAX_CLOCK_SKEW` between instances, the deletion of the
-audit's documents.
+with and without --include-failed (`backfill_modes`: --only missing, failed or
+all, newest first or not). The faults: the store's (`store.FaultPlan`), outages,
+partitions of one instance, lost answers and duplicate deliveries, clock skew
+within `MAX_CLOCK_SKEW` between instances, the deletion of the audit's documents.
 
 `FEATURES` names the fault classes whose fixes are still on their way: each is
 on unless switched off (`Scenario` takes the set that is on), so a seed says
@@ -60,6 +60,10 @@ FEATURES = {
     # Issue 36: the operator's controls.
     "active_window": "a job's active window (startAt/endAt) opening and closing mid-run",
     "suspension": "a job suspended after failures in a row, or by the operator, and resumed",
+    "backfill_modes": "backfills --only missing, failed or all (completed times rerun as a "
+    "new generation), oldest or newest first",
+    "dead_letters": "final failures pushed to a Pub/Sub topic whose publishes fail or lose "
+    "their answers",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.

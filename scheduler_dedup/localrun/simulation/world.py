@@ -26,9 +26,9 @@ from runledger.audit.pauses import job_timeline
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.audit.scheduler_state import session_listing
 from runledger.backfill import queue
-from runledger.backfill.plan import Plan, plan
-from runledger.config import Settings
-from runledger.delivery.identify import parse_schedule_time, scheduler_headers
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, Plan, plan
+from runledger.config import DEAD_LETTER_TOPIC_ENV, Settings
+from runledger.delivery.identify import generation_key, parse_schedule_time, scheduler_headers
 from runledger.exceptions import LeaseLost, TerminalJobError
 from runledger.ledger.suspension import (
     Suspension,
@@ -48,6 +48,7 @@ from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
 from scheduler_dedup.localrun.simulation.scheduler_api import SchedulerApi
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from scheduler_dedup.localrun.simulation.topic import SimTopic
 from scheduler_dedup.localrun.simulation.work import staged_work
 from scheduler_dedup.localrun.simulation.work_history import ItemWatch
 
@@ -59,7 +60,11 @@ QUIET = timedelta(minutes=2)
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
 SETTLE_CAP = timedelta(hours=12)
-# The share of reported failures the operator reruns with --include-failed (`operator_skew`).
+# The dead-letter topic (`dead_letters`), and the share of its publishes that fail or
+# store and lose their answer.
+DEAD_LETTER_TOPIC = "projects/sim-project/topics/sim-dead-letters"
+PUBLISH_FAULTS = 0.15
+# The share of reported failures the operator reruns with --only failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
 
@@ -110,15 +115,25 @@ class World:
             scenario.api_fault_rate,
             scenario.log_lags_s,
         )
+        self.topic = SimTopic(
+            scenario.rng,
+            PUBLISH_FAULTS,
+            lambda: self.loop.now,
+            self._letter_stored,
+            scenario.settle,
+        )
         self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
 
     def env(self) -> dict[str, str]:
         entries = [self._entry(job) for job in self.scenario.jobs]
+        letters = "dead_letters" in self.scenario.features
+        topic = {DEAD_LETTER_TOPIC_ENV: DEAD_LETTER_TOPIC} if letters else {}
         return {
             **self.scenario.settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
+            **topic,
         }
 
     def _entry(self, job: SimJob) -> dict[str, object]:
@@ -158,6 +173,7 @@ class World:
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
             live=self._audit_listing,
             backfills=lambda: self.docs,
+            dead_letter_topic=lambda: self.topic,
         )
 
     def _listing(self, since: datetime) -> dict[str, ListedJob]:
@@ -199,6 +215,9 @@ class World:
             change(self.inner, key, job_id, step)
         except SuspensionRefused as exc:
             self.history.event(self.loop.now, f"operator refused: {exc}")
+
+    def _letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        self.history.letter_stored(now, attributes)
 
     # -- deliveries and job bodies --
 
@@ -285,7 +304,14 @@ class World:
         self.paused_in_stack = set(paused)
         self.app = self._deploy()
 
-    def backfill(self, job_id: str, start: datetime, end: datetime, include_failed: bool) -> None:
+    def backfill(
+        self,
+        job_id: str,
+        start: datetime,
+        end: datetime,
+        mode: str,
+        newest_first: bool = False,
+    ) -> None:
         """`python -m runledger.ops backfill` from the operator's laptop, then a forced audit."""
         now = self.loop.now + self.scenario.operator_skew
         env = self.env()
@@ -303,25 +329,46 @@ class World:
                 self.inner.get_many,
                 audit.project,
                 audit.region,
-                include_failed,
+                mode,
                 moment,
                 line,
+                newest_first,
             )
 
         # What the operator's laptop plans, and what the world's own clock says is due.
         planned, truth = planned_at(now), planned_at(self.loop.now)
-        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
+        order = " newest first" if newest_first else ""
+        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) --only {mode}{order}"
+        # A completed time's rerun is a run of its own generation, checked by its key below.
+        times = [r.schedule_time for r in truth.runs if not r.generation]
         self.history.backfill_asked(
-            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text, include_failed
+            self.loop.now, job_id, times, text, include_failed=mode != MODE_MISSING
         )
-        key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
+        key = queue.request_key(
+            audit.project, audit.region, job_id, start, end, mode, newest_first, planned.runs
+        )
         docs = self.inner.backfills()
         if docs.get(key) is None and not planned.runs:
             return
         document = queue.request_document(
-            job_id, start, end, include_failed, planned.runs, now, "operator@sim"
+            job_id, start, end, mode, planned.runs, now, "operator@sim", newest_first
         )
-        queue.record_request(docs, audit.project, audit.region, key, document)
+        created, _ = queue.record_request(docs, audit.project, audit.region, key, document)
+        if created:
+            self.history.reruns_asked(
+                self.loop.now,
+                [
+                    (
+                        job_id,
+                        run.schedule_time,
+                        generation_key(
+                            job_id, run.schedule_time, audit.project, audit.region, run.generation
+                        ),
+                    )
+                    for run in planned.runs
+                    if run.generation
+                ],
+            )
         self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
 
     def rerun_failure(self, job_id: str, when: datetime) -> None:
@@ -336,7 +383,7 @@ class World:
         text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
         self.history.event(self.loop.now, text)
         later = timedelta(minutes=self.rng.randint(2, 6))
-        self.loop.after(later, lambda: self.backfill(job_id, when, end, True))
+        self.loop.after(later, lambda: self.backfill(job_id, when, end, MODE_FAILED))
 
     def run(self) -> None:
         """Play the scenario to its settle time; every log line goes to the history."""
@@ -428,6 +475,9 @@ class _FindingLines(io.TextIOBase):
             entry = json.loads(text)
             when = parse_schedule_time(entry["schedule_time"])
             self._world.history.backfill_past_retention(entry["job"], when, self._world.loop.now)
+        if '"outcome": "dead_letter_unpublished"' in text:
+            entry = json.loads(text)
+            self._world.history.letter_unpublished(self._world.loop.now, entry["run_key"])
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):

@@ -169,8 +169,8 @@ def test_dry_run_lists_missed_released_and_with_include_failed_failed_runs(
     ]
     code, out, _ = ops(env, "backfill", *RANGE, "--dry-run")
     assert out.splitlines()[0] == "dry run, nothing written: would run 3 scheduled time(s)"
-    assert "left alone: 2 completed" in out
-    assert "left alone: 1 failed (add --include-failed to rerun)" in out
+    assert "left alone: 2 completed (--only all reruns it)" in out
+    assert "left alone: 1 failed (--only failed or all reruns it)" in out
     backfills = firestore_db.collection("runledger_audit").document("scheduler_runs")
     assert list(backfills.collection("backfills").stream()) == []  # a dry run writes nothing
 
@@ -207,7 +207,9 @@ def test_a_backfill_never_plans_a_time_inside_a_pause_nor_one_of_unknown_state(e
     code, out = dry_run()
     assert code == 0
     assert out.splitlines()[0] == "dry run, nothing written: would run 2 scheduled time(s)"
-    assert "2026-10-16T08:00:00Z" not in out
+    assert "export  2026-10-16T08:00:00Z" not in out
+    # No mode runs it: the per-time table shows it left alone by each.
+    assert "  2026-10-16T08:00:00Z  none         -                -                -\n" in out
     assert "left alone: 1 paused (deliberately not run)" in out
     # Without the log, a time no record shows delivered cannot be shown meant to run.
     code, out = dry_run(log_unread="permission logging.logEntries.list denied")
