@@ -55,6 +55,24 @@ class Trigger:
     holder_wait: DuplicateWait | None = None
 
 
+# The log field of a delivery answered as the duplicate of another region's delivery.
+CROSS_REGION_FIELD = "cross_region_duplicate"
+
+
+def cross_region(run: RunIdentity, holder_region: str | None) -> dict[str, object]:
+    """The log field of a duplicate another region's delivery claimed first, if it is one.
+
+    In a stack of several regions each region's Scheduler sends every time: one
+    region's delivery runs it, the other's is this duplicate, answered 2xx like any
+    (`facts`' outcomes unchanged) and counted apart, so it never reads as a retry storm.
+    """
+    if run.delivered_region is None or holder_region is None:
+        return {}
+    if run.delivered_region == holder_region:
+        return {}
+    return {CROSS_REGION_FIELD: holder_region}
+
+
 class RunPipeline:
     def __init__(
         self,
@@ -82,6 +100,7 @@ class RunPipeline:
             return Response(*yielded_answer(result, fields))
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
+            fields.update(cross_region(run, result.record.delivered_region))
             return self._answer_duplicate(run, result, trigger, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         return self._execute(run, result, trigger.body, fields)
@@ -118,6 +137,7 @@ class RunPipeline:
         ):
             if record is not None:
                 fields["took_over_from"] = record.attempt_id
+            fields.pop(CROSS_REGION_FIELD, None)  # it runs here after all
             return self.run(run, Trigger(trigger.body), fields)
         return waited_response(record)
 

@@ -50,6 +50,9 @@ class RunRecord(Document):
     trigger: str = TRIGGER_SCHEDULED
     # A skipped run's: the run key of the run of its job it yielded to.
     yielded_to: str | None = None
+    # The region whose Scheduler delivered the attempt that wrote the record (None: the
+    # audit started it, or an older record); `region` is the region its key hashes.
+    delivered_region: str | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

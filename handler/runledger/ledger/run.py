@@ -26,6 +26,10 @@ class RunIdentity:
     manual: bool
     # What starts this attempt (facts.TRIGGERS); it goes to the record and the log lines.
     trigger: str = TRIGGER_SCHEDULED
+    # The region whose Scheduler sent this delivery; None for a run the audit starts.
+    # `region` is the region the keys hash (`Settings.key_region`): in a stack of
+    # several regions the same for every region's delivery of one time.
+    delivered_region: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ def fresh_record(
         attempts=1,
         claimed_at=now,
         trigger=run.trigger,
+        delivered_region=run.delivered_region,
     )
 
 

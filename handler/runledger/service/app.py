@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from runledger import facts
+from runledger.audit.regions import schedule_lister
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings, check_contract
@@ -165,7 +166,7 @@ class App:
             return FirestoreRunStore(client, settings.collection)
 
         if cloud and live is None:
-            live = scheduler_lister(audit.project, audit.region, env)
+            live = schedule_lister(scheduler_lister, audit.project, audit.scheduler_regions, env)
         if cloud and backfills is None and audit.schedules:
             backfills = firestore_backfills(settings)
         return cls(
@@ -248,6 +249,7 @@ class App:
             schedule_time=run.schedule_time.isoformat(),
             manual=run.manual,
             trigger=run.trigger,
+            delivered_region=run.delivered_region,
         )
         return self._pipeline.run(run, Trigger(body, self._duplicate_wait, started), fields)
 
