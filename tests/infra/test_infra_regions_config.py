@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dedup_schedule.config.capacity import capacity
 from dedup_schedule.config.model import ConfigError
 from dedup_schedule.config.parser import parse_config
 from tests.infra.test_infra_config import minimal
@@ -65,3 +66,15 @@ def test_a_bad_regions_list_or_a_regional_database_is_refused_in_one_line(extra,
 
     assert str(refused.value).startswith(message)
     assert "\n" not in str(refused.value)
+
+
+def test_the_capacity_verdict_counts_every_regions_deliveries():
+    one = capacity(parse_config(minimal(database={"location": "nam5"})))
+    two = capacity(parse_config(minimal(regions=TWO, database={"location": "nam5"})))
+
+    assert (one.needed, one.holds) == (two.needed, two.holds)
+    assert not one.summary().startswith("each of")
+    assert two.summary().startswith(
+        f"each of 2 regions' handlers (every region sends every run; {2 * one.in_flight} "
+        "in flight over all regions): "
+    )

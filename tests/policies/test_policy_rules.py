@@ -352,6 +352,16 @@ VARIANTS = [
         "collection='scheduler_runs'",
     ),
     Variant(
+        "regional-ledger-of-two-regions",
+        lambda resources: (
+            env("DEDUP_REGIONS", "europe-west1,europe-west4")(resources),
+            on("demo-ledger-db", lambda p: p.__setitem__("locationId", "europe-west1"))(resources),
+        ),
+        {"ledger-multi-region": MANDATORY},
+        "demo-ledger-db",
+        "Create it in a multi-region location (nam5, nam7, eur3)",
+    ),
+    Variant(
         "ttl-field-indexed",
         on("demo-ledger-ttl", lambda p: p.pop("indexConfig")),
         {"ledger-ttl-field-not-indexed": ADVISORY},
