@@ -74,7 +74,9 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
 
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
-    assert any("two live holders" in line for line in _violations(SKEW_SEEDS))
+    # The seed was found in one region; its world in two regions plays differently.
+    one_region = ON - {"region_outage"}
+    assert any("two live holders" in line for line in _violations(SKEW_SEEDS, one_region))
 
 
 @pytest.mark.firestore

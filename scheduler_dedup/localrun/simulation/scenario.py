@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
+from scheduler_dedup.localrun.simulation.regions import RegionOutage
+from scheduler_dedup.localrun.simulation.regions import draw as regions_draw
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -42,6 +44,9 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
+    "region_outage": "the stack in two regions, one out for minutes to hours (its Scheduler "
+    "stops, its function answers 5xx or times out, or loses the store), both delivering "
+    "every time at the same instant",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -112,6 +117,9 @@ class Scenario:
     project: str = PROJECT
     region: str = REGION
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
+    # Every region the stack runs in, the key region (`region`) first (`region_outage`).
+    regions: tuple[str, ...] = (REGION,)
+    region_outages: tuple[RegionOutage, ...] = ()
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -228,6 +236,9 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
+    regions, region_outages = (
+        regions_draw(seed, REGION, start, end) if "region_outage" in features else ((REGION,), ())
+    )
     return Scenario(
         seed=seed,
         rng=rng,
@@ -245,6 +256,8 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         operator_skew=timedelta(seconds=skew),
         outages=outages,
         spared=frozenset(spared),
+        regions=regions,
+        region_outages=region_outages,
     )
 
 

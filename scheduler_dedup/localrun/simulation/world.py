@@ -15,6 +15,7 @@ the operator's own clock, then forces the audit to run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
 import json
@@ -23,17 +24,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.audit.pauses import job_timeline
+from runledger.audit.regions import regional_lister
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.backfill import queue
 from runledger.backfill.plan import Plan, plan
 from runledger.config import Settings
 from runledger.delivery.identify import parse_schedule_time, scheduler_headers
-from runledger.exceptions import LeaseLost, TerminalJobError
+from runledger.exceptions import LeaseLost, SchedulerUnreadable, TerminalJobError
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
+from scheduler_dedup.localrun.simulation.regions import AllRegions, RegionStore, region_settings
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
@@ -76,21 +79,33 @@ class World:
             lambda key, task: history.refused(key, task, self.loop.now),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
-        self.scheduler = CloudScheduler(
-            self.loop, scenario.rng, self._send, scenario.lost_answers, scenario.duplicates
+        self.scheduler = AllRegions(
+            {
+                region: CloudScheduler(
+                    self.loop,
+                    scenario.rng,
+                    functools.partial(self._send, region),
+                    scenario.lost_answers,
+                    scenario.duplicates,
+                )
+                for region in scenario.regions
+            }
         )
         self._ids = itertools.count(1)
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
-        self.app = self._deploy()
+        self.apps = {region: self._deploy(region) for region in scenario.regions}
 
     # -- the handler, as a deploy builds it --
 
-    def env(self) -> dict[str, str]:
+    def env(self, region: str | None = None) -> dict[str, str]:
+        """The environment the program sets on `region`'s function (None: the first's)."""
         entries = [self._entry(job) for job in self.scenario.jobs]
+        scenario = self.scenario
+        settings = region_settings(scenario.settings, scenario.regions, region or scenario.region)
         return {
-            **self.scenario.settings.to_env(),
+            **settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
         }
 
@@ -106,27 +121,44 @@ class World:
             overlap=job.overlap,
         )
 
-    def _deploy(self) -> App:
-        """A handler revision from the stack's environment, built by `App.from_env` itself.
+    def _deploy(self, region: str) -> App:
+        """`region`'s handler revision from the stack's environment, built by `App.from_env`.
 
         Everything but the store, the fake clock (time, monotonic time, sleep), attempt
         ids, renewals and Scheduler's listing comes from the environment, as deployed.
         """
+        store = self.store
+        if len(self.scenario.regions) > 1:
+            store = RegionStore(self.store, region, lambda r: self._out(r, "store"))
         return App.from_env(
-            self.env(),
+            self.env(region),
             self.loop.clock,
             jobs={job.id: self._body(job) for job in self.scenario.jobs},
-            store_factory=lambda: self.store,
+            store_factory=lambda: store,
             renewals=LoopRenewals(self.loop),
             new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
-            live=self._listing,
+            live=self._live(),
             backfills=lambda: self.docs,
         )
 
-    def _listing(self, since: datetime) -> dict[str, ListedJob]:
-        """Scheduler's listing with each job's pauses and resumes since `since` (its log)."""
+    def _live(self) -> Callable[[datetime], Any]:
+        """What the audit lists: the one region's Scheduler, or every region's."""
+        regions = self.scenario.regions
+        if len(regions) == 1:
+            return functools.partial(self._listing, regions[0])
+        return regional_lister({r: functools.partial(self._listing, r) for r in regions})
+
+    def _out(self, region: str, kind: str) -> bool:
+        """Whether `region` is out in the way `kind` says now (`regions.KINDS`)."""
+        now = self.loop.now
+        return any(o.covers(region, kind, now) for o in self.scenario.region_outages)
+
+    def _listing(self, region: str, since: datetime) -> dict[str, ListedJob]:
+        """`region`'s Scheduler listing with each job's pauses and resumes since `since`."""
+        if self._out(region, "scheduler"):
+            raise SchedulerUnreadable(f"simulated: {region}'s Cloud Scheduler is down")
         return {
             job.id: ListedJob(
                 job.id,
@@ -137,7 +169,7 @@ class World:
                 history_from=since,
                 history_unread="",
             )
-            for job in self.scheduler.jobs.values()
+            for job in self.scheduler.by_region[region].jobs.values()
         }
 
     def _written(self, key: str, record: Any) -> None:
@@ -146,18 +178,28 @@ class World:
     # -- deliveries and job bodies --
 
     def _send(
-        self, job: str, stamped: datetime | None, forced: bool, answer: Callable[[int], None]
+        self,
+        region: str,
+        job: str,
+        stamped: datetime | None,
+        forced: bool,
+        answer: Callable[[int], None],
     ) -> None:
         settings = self.scenario.settings
         headers = scheduler_headers(
             job,
             stamped,
             self.scenario.project,
-            self.scenario.region,
+            region,
             project_header=settings.project_header,
             region_header=settings.region_header,
         )
-        app = self.app
+        if self._out(region, "scheduler"):
+            return  # the region's Scheduler sends nothing; its attempt times out
+        app = self.apps[region]
+        refused = self._out(region, "5xx")
+        # The function works on, but its answer never reaches Scheduler (a timeout).
+        unanswered = self._out(region, "timeout")
         # Mostly near the bound, where a takeover margin that is too small shows.
         skew = self.scenario.skew * self.rng.choice((-1, 1)) * self.rng.uniform(0.5, 1)
 
@@ -165,13 +207,19 @@ class World:
             kind = "forced delivery" if forced else "delivery"
             if stamped is not None:
                 self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
+            if refused:
+                if stamped is not None:
+                    self.history.note(job, stamped, self.loop.now, f"{region} answered 503")
+                answer(503)
+                return
             response = app.handle("POST", headers, b"")
             if response.outcome == "lease_lost":  # the final write refused: the lease was lost
                 self.history.lease_lost(task, job, self.loop.now)
             if stamped is not None:
                 text = f"{kind} answered {response.status} {response.outcome}"
                 self.history.note(job, stamped, self.loop.now, text)
-            answer(response.status)
+            if not unanswered:
+                answer(response.status)
 
         self.loop.spawn(f"request-{next(self._requests)}", skew, request)
 
@@ -213,7 +261,7 @@ class World:
 
     def redeploy(self, paused: set[str]) -> None:
         self.paused_in_stack = set(paused)
-        self.app = self._deploy()
+        self.apps = {region: self._deploy(region) for region in self.scenario.regions}
 
     def backfill(self, job_id: str, start: datetime, end: datetime, include_failed: bool) -> None:
         """`python -m runledger.ops backfill` from the operator's laptop, then a forced audit."""
@@ -223,7 +271,7 @@ class World:
         audit = audit_settings(env, settings)
         schedule = audit.schedule(job_id)
         assert schedule is not None
-        line = job_timeline(self._listing, schedule, start)
+        line = job_timeline(functools.partial(self._listing, self.scenario.region), schedule, start)
 
         def planned_at(moment: datetime) -> Plan:
             return plan(
