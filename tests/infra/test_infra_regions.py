@@ -95,7 +95,11 @@ def test_adding_a_region_keeps_every_first_region_resource_and_only_adds(one_reg
 
     assert set(before) <= set(after)
     added = [after[urn] for urn in set(after) - set(before)]
-    assert added and all(resource.name.endswith(f"-{SECOND}") for resource in added)
+    # Each added region's resources, and the count of the regions' duplicates.
+    assert added and all(
+        resource.name.endswith(f"-{SECOND}") or resource.name == "dedup-metric-cross-region"
+        for resource in added
+    )
     for urn, resource in before.items():
         if resource.type in (JOB, DATABASE):
             assert after[urn].inputs == resource.inputs, resource.name
@@ -142,3 +146,14 @@ def test_the_plan_shows_both_functions_and_both_regions_jobs(both) -> None:
         assert f" {name} " in text or f" {name}\n" in text, name
     for job in ("nightly-report", "hourly-sync", "dedup-audit"):
         assert f"dedup-job-{job}" in text and f"dedup-job-{job}-{SECOND}" in text
+
+
+def test_a_two_region_stack_counts_cross_region_duplicates_and_one_region_does_not(
+    one_region, both
+) -> None:
+    metric = "gcp:logging/metric:Metric"
+    (counted,) = [m for m in of_type(both, metric) if m.inputs["name"] == "dedup-cross-region"]
+
+    assert "jsonPayload.cross_region_duplicate:*" in counted.inputs["filter"]
+    assert set(counted.inputs["labelExtractors"]) == {"job", "ran_in"}
+    assert "dedup-cross-region" not in {m.inputs["name"] for m in of_type(one_region, metric)}

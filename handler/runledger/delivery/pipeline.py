@@ -55,10 +55,6 @@ class Trigger:
     holder_wait: DuplicateWait | None = None
 
 
-# The log field of a delivery answered as the duplicate of another region's delivery.
-CROSS_REGION_FIELD = "cross_region_duplicate"
-
-
 def cross_region(run: RunIdentity, holder_region: str | None) -> dict[str, object]:
     """The log field of a duplicate another region's delivery claimed first, if it is one.
 
@@ -70,7 +66,7 @@ def cross_region(run: RunIdentity, holder_region: str | None) -> dict[str, objec
         return {}
     if run.delivered_region == holder_region:
         return {}
-    return {CROSS_REGION_FIELD: holder_region}
+    return {facts.CROSS_REGION_FIELD: holder_region}
 
 
 class RunPipeline:
@@ -137,7 +133,7 @@ class RunPipeline:
         ):
             if record is not None:
                 fields["took_over_from"] = record.attempt_id
-            fields.pop(CROSS_REGION_FIELD, None)  # it runs here after all
+            fields.pop(facts.CROSS_REGION_FIELD, None)  # it runs here after all
             return self.run(run, Trigger(trigger.body), fields)
         return waited_response(record)
 

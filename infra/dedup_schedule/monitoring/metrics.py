@@ -35,6 +35,8 @@ class MonitoredMetrics:
     latency: gcp.logging.Metric
     outlived: gcp.logging.Metric
     audits: gcp.logging.Metric | None
+    # Cross-region duplicates, in a stack of several regions only (None: one region).
+    cross_region: gcp.logging.Metric | None = None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
@@ -45,6 +47,7 @@ class MonitoredMetrics:
             self.latency,
             self.outlived,
             self.audits,
+            self.cross_region,
         ]
         return [metric for metric in ordered if metric is not None]
 
@@ -58,6 +61,7 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         latency=latency(scope),
         outlived=outlived_deadline(scope),
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
+        cross_region=cross_region(scope) if scope.config.extra_regions else None,
     )
 
 
@@ -134,6 +138,23 @@ def outlived_deadline(scope: MonitoringScope) -> gcp.logging.Metric:
         "Runs that went on past their job's attempt deadline, per job",
         f"{scope.requests} AND jsonPayload.{facts.OUTLIVED_DEADLINE_FIELD}>0",
         {"job": "jsonPayload.job"},
+    )
+
+
+def cross_region(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Deliveries answered as the duplicate of another region's run, per job and region.
+
+    In a stack of several regions every time is delivered once per region and runs
+    once: these are the other regions' copies, counted apart from retries and never
+    alerted on. A region whose count drops to zero while the others' run everything
+    is out (docs/runbook.md, "A region is down").
+    """
+    return counter(
+        scope,
+        "cross-region",
+        "Deliveries answered as duplicates of a run another region claimed, per job",
+        f"{scope.requests} AND jsonPayload.{facts.CROSS_REGION_FIELD}:*",
+        {"job": "jsonPayload.job", "ran_in": f"jsonPayload.{facts.CROSS_REGION_FIELD}"},
     )
 
 
