@@ -94,4 +94,57 @@ ledger_multi_region = StackValidationPolicy(
     validate=_check,
 )
 
-POLICIES = [ledger_multi_region]
+
+def _job_ids(view: stack_view.StackView, handler: stack_view.Handler) -> set[str]:
+    """The Scheduler job ids that call `handler` (X-CloudScheduler-JobName is the id)."""
+    return {
+        name
+        for job in view.jobs_calling(handler)
+        if (name := as_text(get_path(job.resource.props, "name")))
+    }
+
+
+def _check_key_region(args: StackValidationArgs, report: ReportViolation) -> None:
+    view = stack_view.build(args.resources)
+    with Deferred() as later:
+        handlers = view.dedup_handlers()
+        for index, first in enumerate(handlers):
+            for second in handlers[index + 1 :]:
+                later.run(_check_pair, view, first, second, report)
+
+
+def _check_pair(
+    view: stack_view.StackView,
+    first: stack_view.Handler,
+    second: stack_view.Handler,
+    report: ReportViolation,
+) -> None:
+    """Two regions' handlers of one ledger that serve one job id must key it alike."""
+    a, b = first.settings(), second.settings()
+    a.require("DEDUP_DATABASE", "DEDUP_COLLECTION", "DEDUP_KEY_REGION")
+    b.require("DEDUP_DATABASE", "DEDUP_COLLECTION", "DEDUP_KEY_REGION")
+    where = [as_text(get_path(h.resource.props, "location")) for h in (first, second)]
+    if (a.database, a.collection) != (b.database, b.collection) or where[0] == where[1]:
+        return
+    shared = sorted(_job_ids(view, first) & _job_ids(view, second))
+    if not shared or (a.key_region and a.key_region == b.key_region):
+        return
+    report(
+        f"{first.label} ({where[0]}) and {second.label} ({where[1]}) both run job(s) "
+        f"{', '.join(shared)} in ledger {a.collection!r} of database {a.database!r}, but "
+        "their run keys hash their own regions (DEDUP_KEY_REGION unset or not the same): "
+        "each region would run every time once more. Give both the same DEDUP_KEY_REGION "
+        "(the stack's `regions` key does) or their jobs distinct ids.",
+        second.resource.urn,
+    )
+
+
+ledger_one_key_region = StackValidationPolicy(
+    name="ledger-one-key-region",
+    description="Handlers in different regions that run the same job on one ledger key its "
+    "runs by one region (DEDUP_KEY_REGION), so each time runs once.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_check_key_region,
+)
+
+POLICIES = [ledger_multi_region, ledger_one_key_region]
