@@ -212,3 +212,27 @@ def test_describe_shows_each_regions_live_state_and_judges_a_job_one_region_stil
     text = io.StringIO()
     main(args[:-1], env=env, clock=lambda: now, lister_factory=factory, stdout=text)
     assert f"  {FIRST:<21} paused; drifted: paused in Cloud Scheduler" in text.getvalue()
+
+
+def test_a_run_recorded_before_a_region_was_added_is_a_duplicate_in_both_regions(
+    firestore_store, clock
+):
+    # The same stack before `regions` was added: gcp:region alone, same ledger.
+    before = {key: value for key, value in STACK.items() if key != "scheduler-dedup:regions"}
+    ran: Counter[datetime] = Counter()
+
+    def tick(ctx: RunContext) -> None:
+        ran[ctx.schedule_time] += 1
+
+    env = parse_config(before).handler_env()
+    assert "DEDUP_KEY_REGION" not in env
+    old = App.from_env(env, clock, jobs={JOB: tick}, store_factory=lambda: firestore_store)
+    when = clock().replace(second=0)
+    first = deliver(old, scheduler_headers(job=JOB, schedule_time=stamp(when), region=FIRST))
+    assert (first.status, first.outcome) == (200, "completed")
+
+    for region in (FIRST, SECOND):
+        app = region_app(region, firestore_store, clock, ran)
+        again = deliver(app, scheduler_headers(job=JOB, schedule_time=stamp(when), region=region))
+        assert (again.status, again.outcome) == (200, "duplicate_completed"), region
+    assert ran == {when: 1}
