@@ -6,7 +6,10 @@ refuses to start when DEDUP_SCHEDULES names such a job. So `pulumi up` and
 `make plan` fail first, naming the job.
 
 The job ids come from importing the handler's jobs module the way the function
-does (`handlerDir` first on the import path, module `DEDUP_JOBS_MODULE`), but in a
+does (module `DEDUP_JOBS_MODULE`, `handlerDir` appended to the END of the import
+path, as functions-framework's `load_function_module` does with `sys.path.append`;
+`python -P` keeps the child's working directory off the path too, so an installed
+package wins over a handler module of the same name in both), but in a
 separate Python process: user code then never runs inside the Pulumi program, and
 whatever it does at import time (clients, logging set-up, sys.path changes) stays
 in that process.
@@ -26,12 +29,12 @@ from runledger import facts
 # Generous: importing a jobs module may import client libraries, on a loaded machine.
 PROBE_TIMEOUT_S = 120
 _MARKER = "dedup-job-ids:"
-# Run in the child: import the module with the handler dir first on the path and
+# Run in the child: import the module with the handler dir last on the path and
 # print JOBS' keys after a marker, so whatever the module prints itself is ignored.
 _PROBE = f"""
 import importlib, json, sys
 from collections.abc import Mapping
-sys.path.insert(0, sys.argv[1])
+sys.path.append(sys.argv[1])
 jobs = getattr(importlib.import_module(sys.argv[2]), "JOBS", None)
 if not isinstance(jobs, Mapping):
     sys.exit(f"module {{sys.argv[2]!r}} has no JOBS mapping")
@@ -43,7 +46,7 @@ def handler_job_ids(handler_dir: Path, module: str, setting: str) -> frozenset[s
     """The keys of `module.JOBS` in `handler_dir`; ConfigError naming `setting` if it won't load."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, str(handler_dir), module],
+            [sys.executable, "-P", "-c", _PROBE, str(handler_dir), module],
             cwd=handler_dir,
             capture_output=True,
             text=True,

@@ -297,6 +297,22 @@ def _grant_run_job(
     )
 
 
+# HttpTarget.headers: Content-Type "is set to application/octet-stream" by default. The
+# provider drops exactly that value from what it reads back
+# (flattenCloudSchedulerJobHttpTargetHeaders in
+# google/services/cloudscheduler/resource_cloud_scheduler_job.go deletes a Content-Type of
+# "application/octet-stream"), so sending it would show a diff on every `pulumi up`:
+# the default is left to Scheduler instead, which delivers the same header.
+SCHEDULER_DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+
+def _content_type(content_type: str) -> dict[str, str]:
+    """The job's Content-Type header, or none where Scheduler's default is the same."""
+    if content_type.strip().lower() == SCHEDULER_DEFAULT_CONTENT_TYPE:
+        return {}
+    return {"Content-Type": content_type}
+
+
 def _scheduler_job(
     parent: ScheduledJobs,
     args: ScheduledJobsArgs,
@@ -316,11 +332,18 @@ def _scheduler_job(
             description=job.description or None,
             # Always sent, false too: the provider's `paused` is Optional+Computed and it
             # calls pause/resume only when the value changes, so an unset value would
-            # leave a job the stack once paused paused (platform-facts.md).
+            # leave a job the stack once paused paused (terraform-provider-google
+            # google/services/cloudscheduler/resource_cloud_scheduler_job.go: schema
+            # `"paused"` Optional+Computed; the update calls `:pause`/`:resume` under
+            # `if d.HasChange("paused")`; the encoder deletes `paused` from the body).
             paused=job.paused,
             schedule=job.schedule,
             time_zone=job.time_zone,
             attempt_deadline=f"{job.attempt_deadline_s}s",
+            # The provider sends a retry field only when it is not the zero value
+            # (expandCloudSchedulerJobRetryConfig, `!tpgresource.IsEmptyValue(val)`):
+            # the config refuses maxDoublings 0 for that (facts.DROPPED_MAX_DOUBLINGS);
+            # retryCount 0 is Scheduler's default; the durations go as strings, "0s" too.
             retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
                 retry_count=retry.retry_count,
                 max_retry_duration=f"{retry.max_retry_duration_s}s",
@@ -336,7 +359,7 @@ def _scheduler_job(
                 headers={
                     cfg.project_header: cfg.project,
                     cfg.region_header: args.location,
-                    "Content-Type": job.content_type,
+                    **_content_type(job.content_type),
                 },
                 oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(
                     service_account_email=args.invoker_email,

@@ -29,10 +29,16 @@ LIBRARY = "runledger"
 LIBRARY_DIR = Path(runledger.__file__).resolve().parent
 REQUIREMENTS = "requirements.txt"
 # Byte-code caches and editor/OS droppings differ between machines and must neither
-# be uploaded nor change the hash.
-_SKIPPED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+# be uploaded nor change the hash. Dotfiles and dot-directories (`.env`, `.venv`,
+# `.git`, tool caches, `.DS_Store`) are left out too: they hold local secrets and
+# state, never code the function runs.
+_SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo", ".swp", "~")
-_SKIPPED_NAMES = frozenset({".DS_Store"})
+# Distributions a team's requirements may not name: functions-framework appends the
+# source directory to the END of sys.path (`_function_registry.load_function_module`,
+# `sys.path.append`), so an installed `runledger` (PyPI has an unrelated one) or this
+# project's own distribution would be imported instead of the archived `runledger/`.
+_MACHINERY = frozenset({"runledger", "scheduler-dedup"})
 # A requirement line's project name (PEP 508), and the separators PEP 503 folds.
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
 _SEPARATORS = re.compile(r"[-_.]+")
@@ -65,13 +71,13 @@ class HandlerArchive:
 
 
 def _tree(root: Path) -> dict[str, Path]:
-    """Map path relative to `root` (POSIX) to file, sorted, caches excluded."""
+    """Map path relative to `root` (POSIX) to file, sorted, caches and dotfiles excluded."""
     files = {}
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
-        if any(part in _SKIPPED_DIRS for part in relative.parts) or not path.is_file():
+        if any(part in _SKIPPED_DIRS or part.startswith(".") for part in relative.parts):
             continue
-        if path.name in _SKIPPED_NAMES or path.name.endswith(_SKIPPED_SUFFIXES):
+        if not path.is_file() or path.name.endswith(_SKIPPED_SUFFIXES):
             continue
         files[relative.as_posix()] = path
     return files
@@ -125,6 +131,12 @@ def compose_requirements(team_file: Path, library_text: str) -> str:
     kept = []
     for raw in team_file.read_text(encoding="utf-8").splitlines():
         name, line = _requirement(raw) or ("", "")
+        if name in _MACHINERY:
+            raise HandlerSourceError(
+                f"{team_file}: {raw.strip()!r} would install a package that shadows the "
+                f"archived {LIBRARY}/ (the function puts its source directory last on the "
+                "import path); remove the line: the archive carries the machinery"
+            )
         if name not in ours:
             kept.append(raw)
         elif line != ours[name] and _canonical(line) != name:

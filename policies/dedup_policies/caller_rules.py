@@ -19,6 +19,7 @@ from pulumi_policy import (
 )
 
 from dedup_policies import handler_resource, stack_view
+from dedup_policies.facts import JOB_SET_HEADERS
 from dedup_policies.props import as_mapping, as_text, get_path
 from dedup_policies.region_rules import regional_copies
 from dedup_policies.stack_view import Handler, Job
@@ -43,6 +44,14 @@ def _header_read_by(handler: Handler, which: str) -> tuple[str, str]:
 
 def _check_header_sent(job: Job, handler: Handler, which: str, report: ReportViolation) -> None:
     header, variable = _header_read_by(handler, which)
+    if header.lower() in JOB_SET_HEADERS:
+        report(
+            f"{variable} of {handler.label} is {header!r}, a header the job sets for its "
+            f"body, not to its {'project id' if which == 'PROJECT' else 'region'}: the handler "
+            "would refuse every delivery; choose another header name.",
+            job.resource.urn,
+        )
+        return
     headers = as_mapping(get_path(job.resource.props, "httpTarget", "headers")) or {}
     if _header_value(headers, header) is None:
         report(
@@ -77,8 +86,8 @@ def _check_header_allowed(job: Job, handler: Handler, which: str, report: Report
     header, _ = _header_read_by(handler, which)
     headers = as_mapping(get_path(job.resource.props, "httpTarget", "headers")) or {}
     value = _header_value(headers, header)
-    if value is None:
-        return  # scheduler-dedup-headers reports a header the job does not send
+    if value is None or header.lower() in JOB_SET_HEADERS:
+        return  # scheduler-dedup-headers reports a header not sent, or one the job sets
     settings = handler.settings()
     allowed_var = f"DEDUP_ALLOWED_{which}S"
     settings.require(allowed_var)

@@ -34,6 +34,14 @@ MAX_RETRY_COUNT = 5
 # RetryConfig.maxDoublings has no documented upper bound; past 16 doublings of the
 # 5 s default, the interval is beyond maxBackoffDuration's useful range anyway.
 MAX_DOUBLINGS = 16
+# The provider sends a RetryConfig field only when it is not its type's zero value
+# (terraform-provider-google google/services/cloudscheduler/resource_cloud_scheduler_job.go,
+# expandCloudSchedulerJobRetryConfig: `!tpgresource.IsEmptyValue(val)`, and IsEmptyValue is
+# true for integer 0 and for ""). So `maxDoublings: 0` never reaches Cloud Scheduler, which
+# applies its default of 5 doublings: it is refused, and read as 5 where it shows up.
+# retryCount 0 is dropped too, but 0 is Scheduler's default, so it holds; the durations
+# are strings ("0s" is not empty), so they are sent as given.
+DROPPED_MAX_DOUBLINGS = 0
 
 # Header names HttpTarget.headers may not use: target.proto reserves names beginning
 # "X-Google-" and "X-AppEngine-" for Google. The provider checks them case-sensitively
@@ -46,6 +54,34 @@ def reserved_header_prefix(name: str) -> str | None:
     """The reserved prefix `name` begins with, in any case, or None."""
     lowered = name.lower()
     return next((p for p in RESERVED_HEADER_PREFIXES if lowered.startswith(p)), None)
+
+
+# Headers every Scheduler job of the stack carries for itself: `Content-Type`, which the
+# program sets (or leaves to Scheduler's default, application/octet-stream). A project or
+# region header of the same name would be replaced by it, and every delivery refused.
+# Header names compare case-insensitively; lower-cased here.
+JOB_SET_HEADERS = ("content-type",)
+
+# The Cloud Run functions runtime ids the handler can run on: the machinery needs
+# Python 3.11 or newer (`datetime.UTC`, `enum.StrEnum`; pyproject.toml's
+# requires-python), and the Python runtime ids are "python3" and the minor version.
+MIN_PYTHON_MINOR = 11
+PYTHON_RUNTIMES = ("python311", "python312", "python313")
+_PYTHON_RUNTIME = re.compile(r"python3(\d{1,2})")
+
+
+def python_runtime_problem(runtime: str) -> str:
+    """Why the handler cannot run on `runtime`; "" if it can."""
+    found = _PYTHON_RUNTIME.fullmatch(runtime)
+    if found and int(found.group(1)) >= MIN_PYTHON_MINOR:
+        return ""
+    supported = ", ".join(PYTHON_RUNTIMES)
+    if found:
+        return (
+            f"{runtime!r} is Python 3.{found.group(1)}, older than the 3.{MIN_PYTHON_MINOR} the "
+            f"handler needs (it would build, then fail at import); use one of {supported}"
+        )
+    return f"{runtime!r} is not a Cloud Run functions Python runtime id; use one of {supported}"
 
 
 # A Cloud Scheduler JOB_ID: letters, digits, hyphens and underscores, at most 500.
@@ -361,10 +397,17 @@ FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # retries ended on a retryable failure.
 MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEASED)
 # A job the audit could not judge run by run: its live schedule or time zone in Cloud
-# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed.
+# Scheduler is not the deployed one (or the job is gone), or its times cannot be listed;
+# or one whose pause log disagrees with its live state (a pause or resume the log does
+# not show: its times' state is unknown).
 OUTCOME_JOB_DRIFTED = "job_drifted"
 OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
-JOB_FINDING_OUTCOMES = (OUTCOME_JOB_DRIFTED, OUTCOME_JOB_UNAUDITABLE)
+OUTCOME_JOB_PAUSE_LOG_DISAGREES = "job_pause_log_disagrees"
+JOB_FINDING_OUTCOMES = (
+    OUTCOME_JOB_DRIFTED,
+    OUTCOME_JOB_UNAUDITABLE,
+    OUTCOME_JOB_PAUSE_LOG_DISAGREES,
+)
 # A delivery deliberately not run because another run of its job was in progress
 # (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).
 OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"

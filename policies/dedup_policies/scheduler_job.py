@@ -34,12 +34,17 @@ def retry_policy(props: Mapping[str, Any]) -> facts.RetryPolicy:
         value = parse_duration(get_path(props, "retryConfig", key))
         return default if value is None else value
 
+    # The provider never sends maxDoublings 0 (facts.DROPPED_MAX_DOUBLINGS): Scheduler's
+    # default applies then.
+    doublings = whole("maxDoublings", defaults.max_doublings, facts.MAX_DOUBLINGS)
+    if doublings == facts.DROPPED_MAX_DOUBLINGS:
+        doublings = defaults.max_doublings
     return facts.RetryPolicy(
         retry_count=whole("retryCount", defaults.retry_count, facts.MAX_RETRY_COUNT),
         max_retry_duration_s=duration("maxRetryDuration", defaults.max_retry_duration_s),
         min_backoff_s=duration("minBackoffDuration", defaults.min_backoff_s),
         max_backoff_s=duration("maxBackoffDuration", defaults.max_backoff_s),
-        max_doublings=whole("maxDoublings", defaults.max_doublings, facts.MAX_DOUBLINGS),
+        max_doublings=doublings,
     )
 
 

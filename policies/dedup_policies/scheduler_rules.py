@@ -23,6 +23,7 @@ from dedup_policies import types
 from dedup_policies.accounts import shared_account_kind
 from dedup_policies.config import schema, setting
 from dedup_policies.facts import (
+    DROPPED_MAX_DOUBLINGS,
     MAX_ATTEMPT_DEADLINE_S,
     MAX_RETRY_COUNT,
     MIN_ATTEMPT_DEADLINE_S,
@@ -268,6 +269,12 @@ def _retry_limits(args: ResourceValidationArgs, report: ReportViolation) -> None
     value = as_number(doublings)
     if doublings is not None and (value is None or not value.is_integer() or value < 0):
         report(f"`retry_config.max_doublings` is {doublings!r}; set a whole number >= 0.", None)
+    elif value == DROPPED_MAX_DOUBLINGS:
+        report(
+            "`retry_config.max_doublings` is 0, which the provider drops (a zero retry field "
+            "is never sent), so Cloud Scheduler doubles 5 times; set 1 or more, or leave it out.",
+            None,
+        )
 
 
 retry_limits = ResourceValidationPolicy(

@@ -305,6 +305,28 @@ ttl_field_not_indexed = StackValidationPolicy(
 )
 
 
+def _check_runtime(handler: Handler, report: ReportViolation) -> None:
+    if handler.resource.resource_type != types.FUNCTION_V2:
+        return  # a Cloud Run service is built from its image, not from a runtime id
+    runtime = as_text(get_path(handler.resource.props, "buildConfig", "runtime"))
+    problem = facts.python_runtime_problem(runtime) if runtime else ""
+    if problem:
+        report(f"{handler.label} builds on {problem}.", handler.resource.urn)
+
+
+def _handler_runtime(args: StackValidationArgs, report: ReportViolation) -> None:
+    _each_dedup_handler(stack_view.build(args.resources), partial(_check_runtime, report=report))
+
+
+handler_runtime = StackValidationPolicy(
+    name="handler-python-runtime",
+    description="The dedup handler's function builds on a Python runtime its machinery runs "
+    "on (3.11 or newer).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_handler_runtime,
+)
+
+
 POLICIES = [
     target_in_stack,
     timeout_covers_deadline,
@@ -312,6 +334,7 @@ POLICIES = [
     retention_covers_retries,
     ttl_policy,
     ttl_field_not_indexed,
+    handler_runtime,
     dedup_headers,
     accepted_by_handler,
     runtime_account_not_shared,

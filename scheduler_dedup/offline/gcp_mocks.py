@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs, Mocks
@@ -240,6 +241,29 @@ def _random_id(name: str, inputs: dict, project: str, location: str) -> tuple[st
     }
 
 
+def mock_static_time(name: str) -> datetime:
+    """The instant the mocks give the `pulumiverse_time.Static` named `name`: fixed per name,
+    as a stack's state keeps it from one run to the next."""
+    return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(
+        seconds=int.from_bytes(hashlib.sha256(name.encode()).digest()[:3], "big")
+    )
+
+
+def _static_time(name: str, inputs: dict, project: str, location: str) -> tuple[str, dict]:
+    moment = mock_static_time(name)
+    stamp = moment.isoformat().replace("+00:00", "Z")
+    return stamp, {
+        "rfc3339": stamp,
+        "unix": int(moment.timestamp()),
+        "year": moment.year,
+        "month": moment.month,
+        "day": moment.day,
+        "hour": moment.hour,
+        "minute": moment.minute,
+        "second": moment.second,
+    }
+
+
 def _bucket(name: str, inputs: dict, project: str, location: str) -> tuple[str, dict]:
     bucket = inputs.get("name") or f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:7]}"
     return bucket, {
@@ -311,6 +335,7 @@ _COMPUTED = {
     "random:index/randomString:RandomString": _random_string,
     "random:index/randomPassword:RandomPassword": _random_string,
     "random:index/randomId:RandomId": _random_id,
+    "time:index/static:Static": _static_time,
     "gcp:storage/bucket:Bucket": _bucket,
     "gcp:storage/bucketObject:BucketObject": _bucket_object,
     "gcp:firestore/database:Database": _database,

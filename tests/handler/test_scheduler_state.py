@@ -10,12 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from runledger.audit.pause_log import (
-    LOGGING_API,
-    PAUSE_METHOD,
-    RESUME_METHOD,
-    StateChange,
-)
+from runledger.audit.pause_log import LOGGING_API, StateChange
 from runledger.audit.scheduler_state import (
     API,
     PAGE_SIZE,
@@ -27,6 +22,8 @@ from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from tests.handler.support import HANDLER_DIR
 
 PARENT = "projects/acme-prod/locations/europe-west1"
+PAUSE_METHOD = "google.cloud.scheduler.v1.CloudScheduler.PauseJob"
+RESUME_METHOD = "google.cloud.scheduler.v1.CloudScheduler.ResumeJob"
 SINCE = datetime(2026, 10, 16, 6, 0, tzinfo=UTC)
 
 
@@ -144,16 +141,23 @@ def test_the_handler_imports_no_google_auth_before_an_audit_runs() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def entry(job: str, method: str, at: str, **payload: Any) -> dict[str, Any]:
+def entry(
+    job: str, method: str, at: str, location: str = "europe-west1", **payload: Any
+) -> dict[str, Any]:
     """An Admin Activity audit log entry of a Scheduler call, as entries.list returns it."""
     return {
         "timestamp": at,
         "logName": "projects/acme-prod/logs/cloudaudit.googleapis.com%2Factivity",
         "resource": {
             "type": "cloud_scheduler_job",
-            "labels": {"job_id": job, "location": "europe-west1", "project_id": "acme-prod"},
+            "labels": {"job_id": job, "location": location, "project_id": "acme-prod"},
         },
-        "protoPayload": {"methodName": method, "resourceName": f"{PARENT}/jobs/{job}"} | payload,
+        "protoPayload": {
+            "serviceName": "cloudscheduler.googleapis.com",
+            "methodName": method,
+            "resourceName": f"projects/acme-prod/locations/{location}/jobs/{job}",
+        }
+        | payload,
     }
 
 
@@ -177,6 +181,8 @@ def test_each_job_gets_its_pauses_and_resumes_from_the_admin_activity_log(sessio
                     # A call that failed changed nothing.
                     entry("etl", RESUME_METHOD, "2026-10-16T08:30:00Z", status={"code": 7}),
                     entry("etl", PAUSE_METHOD, "2026-10-16T09:00:00Z"),
+                    # Another location's job of the same id is another job.
+                    entry("etl", RESUME_METHOD, "2026-10-16T09:10:00Z", location="us-east1"),
                 ]
             },
         ),
@@ -197,12 +203,27 @@ def test_each_job_gets_its_pauses_and_resumes_from_the_admin_activity_log(sessio
     assert body["resourceNames"] == ["projects/acme-prod"]
     query = body["filter"]
     assert 'logName="projects/acme-prod/logs/cloudaudit.googleapis.com%2Factivity"' in query
-    assert 'resource.type="cloud_scheduler_job"' in query
-    assert 'resource.labels.location="europe-west1"' in query
+    # Only what Scheduler's audit logging page documents: no resource type or labels.
+    assert 'protoPayload.serviceName="cloudscheduler.googleapis.com"' in query
+    assert "resource." not in query
     assert f'protoPayload.methodName="{PAUSE_METHOD}"' in query
     assert f'protoPayload.methodName="{RESUME_METHOD}"' in query
     assert 'timestamp>="2026-10-16T06:00:00Z"' in query
     assert second["pageToken"] == "n2"
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [{"type": "audited_resource", "labels": {"service": "cloudscheduler.googleapis.com"}}, {}],
+)
+def test_an_entry_names_its_job_by_resource_name_whatever_its_resource(session, resource) -> None:
+    session.pages = [Answer(200, {"jobs": [job("etl", "PAUSED")]})]
+    logged = entry("etl", PAUSE_METHOD, "2026-10-16T07:00:00Z") | {"resource": resource}
+    session.log_pages = [Answer(200, {"entries": [logged]})]
+
+    (etl,) = scheduler_lister("acme-prod", "europe-west1", {})(SINCE).values()
+
+    assert etl.changes == (StateChange(datetime(2026, 10, 16, 7, 0, tzinfo=UTC), True),)
 
 
 def test_a_log_that_cannot_be_read_leaves_the_listing_without_history(session) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from dedup_schedule.custom_roles import base36
+from scheduler_dedup.offline.gcp_mocks import mock_static_time
 from scheduler_dedup.offline.mockrun import ProgramResources, run_program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +76,17 @@ MULTI_JOB_CONFIG: dict[str, Any] = {
         },
     ],
 }
+
+
+def role_id(role: str, stem: str) -> str:
+    """The role id the program gives the custom role resource `role` under the mocks:
+    `stem` and when its `<role>-created` Static says it was created."""
+    return f"{stem}_{base36(int(mock_static_time(f'{role}-created').timestamp()))}"
+
+
+def role_name(project: str, role: str, stem: str) -> str:
+    """The full name of that role (`projects/P/roles/ID`), as grants name it."""
+    return f"projects/{project}/roles/{role_id(role, stem)}"
 
 
 def write_handler(handler_dir: Path, files: dict[str, str]) -> None:

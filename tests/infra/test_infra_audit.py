@@ -138,7 +138,7 @@ def test_a_paused_job_is_created_paused_and_the_handler_reads_it_so(run, multi_j
     scheduled = jobs_by_name(resources)
     assert scheduled["hourly-sync"]["paused"] is True
     # Sent as false too: the provider's `paused` is Optional+Computed, so an unset value
-    # would leave a job the stack paused before paused (platform-facts.md).
+    # would leave a job the stack paused before paused (resource_cloud_scheduler_job.go).
     assert scheduled["nightly-report"]["paused"] is False
     entries = {
         entry["id"]: entry for entry in json.loads(environment(resources)["DEDUP_SCHEDULES"])

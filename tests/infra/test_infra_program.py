@@ -27,7 +27,7 @@ from scheduler_dedup.offline.mockrun import (
     mock_project_number,
     run_program,
 )
-from tests.infra.conftest import MULTI_JOB_CONFIG, copy_project, write_stack
+from tests.infra.conftest import MULTI_JOB_CONFIG, copy_project, role_name, write_stack
 
 PROJECT = "dedup-test-project"
 REGION = "europe-west3"
@@ -390,21 +390,21 @@ def test_each_account_holds_exactly_its_intended_grants(resources) -> None:
         f"serviceAccount:{email('runtime')}": {
             (
                 "projects/iAMMember",
-                f"projects/{PROJECT}/roles/dedup_ledger_rw",
+                role_name(PROJECT, "dedup-ledger-role", "dedup_ledger_rw"),
                 f"projects/{PROJECT}",
                 f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
             ),
             # The audit's one listing of the Scheduler jobs' live state: a custom role.
             (
                 "projects/iAMMember",
-                f"projects/{PROJECT}/roles/dedup_scheduler_read",
+                role_name(PROJECT, "dedup-scheduler-read-role", "dedup_scheduler_read"),
                 f"projects/{PROJECT}",
                 "",
             ),
             # The audit's read of Scheduler's Admin Activity log (pauses and resumes).
             (
                 "projects/iAMMember",
-                f"projects/{PROJECT}/roles/dedup_pause_log_read",
+                role_name(PROJECT, "dedup-pause-log-role", "dedup_pause_log_read"),
                 f"projects/{PROJECT}",
                 "",
             ),

@@ -18,7 +18,7 @@ import yaml
 from runledger.sdk.registry import load_jobs
 from scheduler_dedup.offline.mockrun import CapturedResource, ProgramFailed, run_program
 from scheduler_dedup.offline.stack_file import read_project_name
-from tests.infra.conftest import SharedRuns
+from tests.infra.conftest import SharedRuns, role_id, role_name
 from tests.stacks import REPO_STACKS, repo_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ LEDGER_GRANT = (
     PROJECT,
     "",
     "",
-    f"projects/{PROJECT}/roles/dedup_ledger_rw",
+    role_name(PROJECT, "dedup-ledger-role", "dedup_ledger_rw"),
     f'resource.name == "projects/{PROJECT}/databases/run-ledger"',
 )
 # The audit's listing of the Scheduler jobs' live state: read only, on the stack's project.
@@ -108,7 +108,7 @@ SCHEDULER_VIEW_GRANT = (
     PROJECT,
     "",
     "",
-    f"projects/{PROJECT}/roles/dedup_scheduler_read",
+    role_name(PROJECT, "dedup-scheduler-read-role", "dedup_scheduler_read"),
     "",
 )
 # The audit's read of Scheduler's Admin Activity log: logging.logEntries.list alone.
@@ -117,7 +117,7 @@ PAUSE_LOG_GRANT = (
     PROJECT,
     "",
     "",
-    f"projects/{PROJECT}/roles/dedup_pause_log_read",
+    role_name(PROJECT, "dedup-pause-log-role", "dedup_pause_log_read"),
     "",
 )
 
@@ -173,11 +173,13 @@ def test_without_targets_the_runtime_account_only_reaches_the_ledger_and_reads_s
 ) -> None:
     assert runtime_grants(plain) == {LEDGER_GRANT, SCHEDULER_VIEW_GRANT, PAUSE_LOG_GRANT}
     assert not plain.of_type(JOB_MEMBER)
-    assert sorted(role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)) == [
-        "dedup_ledger_rw",
-        "dedup_pause_log_read",
-        "dedup_scheduler_read",
-    ]
+    assert sorted(role.inputs["roleId"] for role in plain.of_type(CUSTOM_ROLE)) == sorted(
+        [
+            role_id("dedup-ledger-role", "dedup_ledger_rw"),
+            role_id("dedup-pause-log-role", "dedup_pause_log_read"),
+            role_id("dedup-scheduler-read-role", "dedup_scheduler_read"),
+        ]
+    )
     assert not any(r.name.startswith("dedup-target-") for r in plain)
 
 
@@ -195,7 +197,7 @@ def test_each_target_gets_exactly_its_grant(targeted) -> None:
             PROJECT,
             REGION,
             "sync-crm",
-            f"projects/{PROJECT}/roles/dedup_run_job",
+            role_name(PROJECT, "dedup-run-job-role", "dedup_run_job"),
             "",
         ),
         # A job in another project: granted there, with the role defined in that project.
@@ -204,7 +206,7 @@ def test_each_target_gets_exactly_its_grant(targeted) -> None:
             OTHER_PROJECT,
             "us-east1",
             "reindex",
-            f"projects/{OTHER_PROJECT}/roles/dedup_run_job",
+            role_name(OTHER_PROJECT, f"dedup-run-job-role-{OTHER_PROJECT}", "dedup_run_job"),
             "",
         ),
     }
@@ -236,7 +238,7 @@ def test_run_job_role_holds_only_run_and_run_with_overrides(targeted) -> None:
         (f"dedup-run-job-role-{OTHER_PROJECT}", OTHER_PROJECT),
     ):
         assert roles[name]["project"] == project
-        assert roles[name]["roleId"] == "dedup_run_job"
+        assert roles[name]["roleId"] == role_id(name, "dedup_run_job")
         assert roles[name]["stage"] == "GA"
         # run.invoker has run.jobs.run but not runWithOverrides, which the handler's
         # env overrides (run key, schedule time) need; nothing else is included.

@@ -213,6 +213,14 @@ def test_retry_window_upper_bound(props: dict, window: float) -> None:
     assert retry_window_seconds(props) == window
 
 
+def test_max_doublings_0_is_read_as_the_5_scheduler_applies_when_the_provider_drops_it() -> None:
+    def window(doublings: float) -> float:
+        retry = {"retryCount": 5.0, "minBackoffDuration": "10s", "maxDoublings": doublings}
+        return retry_window_seconds({"attemptDeadline": "15s", "retryConfig": retry})
+
+    assert window(0.0) == window(5.0) == 6 * 15 + 10 + 20 + 40 + 80 + 160
+
+
 def test_retry_window_of_out_of_range_counts_stays_within_the_platform_limits() -> None:
     # scheduler-retry-limits reports these; the window must still be computed at once.
     props = {

@@ -245,11 +245,32 @@ VARIANTS = [
         "or set DEDUP_PROJECT_HEADER of gcp:cloudfunctionsv2/function:Function 'demo-handler'",
     ),
     Variant(
+        "handler-runtime-too-old",
+        handler(lambda p: p.__setitem__("buildConfig", {"runtime": "python310"})),
+        {"handler-python-runtime": MANDATORY},
+        "demo-handler",
+        "use one of python311, python312, python313",
+    ),
+    Variant(
+        "project-header-is-content-type",
+        env("DEDUP_PROJECT_HEADER", "content-type"),
+        {"scheduler-dedup-headers": MANDATORY},
+        "hourly-sync",
+        "a header the job sets for its body",
+    ),
+    Variant(
         "retry-count-too-high",
         on("hourly-sync", lambda p: p["retryConfig"].__setitem__("retryCount", 6.0)),
         {"scheduler-retry-limits": MANDATORY},
         "hourly-sync",
         "from 0 to 5",
+    ),
+    Variant(
+        "max-doublings-zero",
+        on("hourly-sync", lambda p: p["retryConfig"].__setitem__("maxDoublings", 0.0)),
+        {"scheduler-retry-limits": MANDATORY},
+        "hourly-sync",
+        "the provider drops",
     ),
     Variant(
         "backoff-reversed",

@@ -28,10 +28,13 @@ class Finding(StrEnum):
     # One per job, not per run: the job's runs were not judged (see the module doc).
     DRIFTED = "drifted"
     UNAUDITABLE = "unauditable"
+    # The job's pause log disagrees with its live state or the last audit's sighting:
+    # its runs are judged as of unknown state (`audit.pauses`).
+    PAUSE_LOG_DISAGREES = "pause_log_disagrees"
 
     @property
     def per_job(self) -> bool:
-        return self in (Finding.DRIFTED, Finding.UNAUDITABLE)
+        return self in (Finding.DRIFTED, Finding.UNAUDITABLE, Finding.PAUSE_LOG_DISAGREES)
 
     @property
     def outcome(self) -> str:
@@ -46,6 +49,7 @@ _OUTCOMES = {
     Finding.RELEASED: facts.OUTCOME_RUN_RELEASED,
     Finding.DRIFTED: facts.OUTCOME_JOB_DRIFTED,
     Finding.UNAUDITABLE: facts.OUTCOME_JOB_UNAUDITABLE,
+    Finding.PAUSE_LOG_DISAGREES: facts.OUTCOME_JOB_PAUSE_LOG_DISAGREES,
 }
 
 

@@ -3,9 +3,24 @@
 Every PauseJob and ResumeJob call, from the console, gcloud or the stack's own
 `pulumi up`, writes an Admin Activity audit log entry (Cloud Audit Logs: Admin
 Activity logs are always written and cannot be turned off), with
-`protoPayload.methodName` "google.cloud.scheduler.v1.CloudScheduler.PauseJob" or
-"...ResumeJob", resource type `cloud_scheduler_job` (labels `job_id`,
-`location`) and the entry's `timestamp`. The audit reads them with one filtered
+`protoPayload.methodName` "google.cloud.scheduler.VERSION.CloudScheduler.PauseJob"
+or "...ResumeJob". The name carries the API version the call went through:
+v1 (the provider, the console, `gcloud scheduler`), v1beta1 (`gcloud beta`) or
+v1alpha1 (`gcloud alpha`); "Cloud Scheduler audit logging" lists all three
+versions' methods as Admin Activity (ADMIN_WRITE). A call through any of them
+pauses the same job, so every version is read.
+
+The query names only what that page documents: the service
+(`protoPayload.serviceName="cloudscheduler.googleapis.com"`, its filter "for this
+service"), the method names, the Admin Activity log's name and `timestamp`. It
+does not assume a monitored resource type or its labels (no primary source
+states which one Scheduler's audit entries carry): an entry says which job it is
+about in `protoPayload.resourceName` (AuditLog: "the resource or collection that
+is the target of the operation"; a job's name is
+`projects/PROJECT/locations/LOCATION/jobs/JOB`, REST `Job.name`), read first,
+with `resource.labels` `job_id` and `location` as a fallback; entries of other
+locations are left out here. Should entries still go missing, the audit says so
+(`audit.pauses`: the log disagrees with the live state). The audit reads them with one filtered
 `entries.list` (Cloud Logging REST v2, `POST /v2/entries:list`), which needs
 `logging.logEntries.list` on the project (Admin Activity entries are not
 private logs: `logging.privateLogEntries.list` is for Data Access ones). The
@@ -19,6 +34,7 @@ was.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +44,12 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.exceptions import BadRequest, SchedulerUnreadable
 
 LOGGING_API = "https://logging.googleapis.com/v2/entries:list"
-METHOD_PREFIX = "google.cloud.scheduler.v1.CloudScheduler."
-PAUSE_METHOD = METHOD_PREFIX + "PauseJob"
-RESUME_METHOD = METHOD_PREFIX + "ResumeJob"
+SERVICE = "cloudscheduler.googleapis.com"
+_JOB_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/jobs/([^/]+)$")
+# Every API version whose PauseJob and ResumeJob write to the log (see the module doc).
+API_VERSIONS = ("v1", "v1beta1", "v1alpha1")
+PAUSE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.PauseJob" for v in API_VERSIONS)
+RESUME_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.ResumeJob" for v in API_VERSIONS)
 PAGE_SIZE = 1000  # the largest page entries.list returns
 # One call of a Google REST API the audit reads (this log, Scheduler's listing) and
 # how many pages of it the audit follows.
@@ -46,36 +65,53 @@ class StateChange:
     paused: bool
 
 
-def pause_filter(project: str, region: str, since: datetime) -> str:
-    """The Logging query for the location's pauses and resumes since `since`."""
+def pause_filter(project: str, since: datetime) -> str:
+    """The Logging query for the project's Scheduler pauses and resumes since `since`."""
     when = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return " AND ".join(
         [
             f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Factivity"',
-            'resource.type="cloud_scheduler_job"',
-            f'resource.labels.location="{region}"',
-            f'(protoPayload.methodName="{PAUSE_METHOD}" '
-            f'OR protoPayload.methodName="{RESUME_METHOD}")',
+            f'protoPayload.serviceName="{SERVICE}"',
+            "("
+            + " OR ".join(
+                f'protoPayload.methodName="{method}"' for method in PAUSE_METHODS + RESUME_METHODS
+            )
+            + ")",
             f'timestamp>="{when}"',
         ]
     )
 
 
-def change_of(entry: dict[str, Any]) -> tuple[str, StateChange] | None:
-    """The job id and change one entry records; None for a failed call or a malformed entry."""
+def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | None:
+    """The job id and change one entry records of a job in `region`; None for a failed
+    call, another location's job or a malformed entry."""
     payload = entry.get("protoPayload") or {}
     if (payload.get("status") or {}).get("code", 0):
         return None
     method = payload.get("methodName")
-    job = ((entry.get("resource") or {}).get("labels") or {}).get("job_id")
+    located = _job_of(payload, entry.get("resource") or {})
     stamp = entry.get("timestamp")
-    if method not in (PAUSE_METHOD, RESUME_METHOD) or not job or not isinstance(stamp, str):
+    if method not in PAUSE_METHODS + RESUME_METHODS or not located or not isinstance(stamp, str):
+        return None
+    location, job = located
+    if location != region:
         return None
     try:
         at = parse_schedule_time(stamp)
     except BadRequest:
         return None
-    return str(job), StateChange(at, method == PAUSE_METHOD)
+    return str(job), StateChange(at, method in PAUSE_METHODS)
+
+
+def _job_of(payload: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str] | None:
+    """(location, job id) from the entry's resourceName, else from its resource's labels."""
+    named = _JOB_NAME.match(str(payload.get("resourceName", "")))
+    if named:
+        return named.group(1), named.group(2)
+    labels = resource.get("labels") or {}
+    if labels.get("location") and labels.get("job_id"):
+        return str(labels["location"]), str(labels["job_id"])
+    return None
 
 
 def pause_changes(
@@ -85,7 +121,7 @@ def pause_changes(
     (google-auth's AuthorizedSession); raises SchedulerUnreadable."""
     body: dict[str, Any] = {
         "resourceNames": [f"projects/{project}"],
-        "filter": pause_filter(project, region, since),
+        "filter": pause_filter(project, since),
         "orderBy": "timestamp asc",
         "pageSize": PAGE_SIZE,
     }
@@ -97,7 +133,7 @@ def pause_changes(
 
     for page in google_pages(send, "entries.list", "logging.logEntries.list"):
         for entry in page.get("entries", []):
-            found = change_of(entry)
+            found = change_of(entry, region)
             if found is not None:
                 changes.setdefault(found[0], []).append(found[1])
     return {job: sorted(items, key=lambda c: c.at) for job, items in changes.items()}

@@ -56,6 +56,9 @@ class Timeline:
 
     steps: tuple[tuple[datetime | None, State], ...]
     why: str = ""
+    # How the pause log disagrees with the live state or the last audit's sighting
+    # (a call it does not show); "" if it does not. The audit reports it as a finding.
+    conflict: str = ""
 
     def at(self, moment: datetime) -> State:
         """The state at `moment`: a change at exactly `moment` holds from it."""
@@ -94,7 +97,12 @@ def from_history(live: LiveJob) -> Timeline:
     steps: list[tuple[datetime | None, State]] = [(None, State.UNKNOWN), (live.history_from, first)]
     steps += [(change.at, State.PAUSED if change.paused else State.ENABLED) for change in changes]
     if steps[-1][1] is not now_state:
-        return Timeline((*steps[:-1], (changes[-1].at, State.UNKNOWN)), _UNSHOWN)
+        last = "PauseJob" if changes[-1].paused else "ResumeJob"
+        conflict = (
+            f"Cloud Scheduler lists it {now_state}, but its pause log's last call is a "
+            f"{last} at {_stamp(changes[-1].at)}"
+        )
+        return Timeline((*steps[:-1], (changes[-1].at, State.UNKNOWN)), _UNSHOWN, conflict)
     return Timeline(tuple(steps), _BEFORE)
 
 
@@ -138,7 +146,13 @@ def with_sighting(line: Timeline, live: LiveJob | None, seen: Sighting | None) -
         return line
     state = line.at(seen.at)
     if state is not State.UNKNOWN and state is not saw:
-        return unknown(f"its audit log disagrees with what the audit saw at {_stamp(seen.at)}")
+        why = f"its audit log disagrees with what the audit saw at {_stamp(seen.at)}"
+        now_state = State.PAUSED if live.paused else State.ENABLED
+        conflict = (
+            f"the audit saw it {saw} at {_stamp(seen.at)}, but its pause log shows it "
+            f"{state} then (Cloud Scheduler lists it {now_state} now)"
+        )
+        return Timeline(((None, State.UNKNOWN),), why, conflict)
     return line
 
 

@@ -24,6 +24,7 @@ _SEVERITY = {
     Finding.RELEASED: "WARNING",
     Finding.DRIFTED: "ERROR",
     Finding.UNAUDITABLE: "ERROR",
+    Finding.PAUSE_LOG_DISAGREES: "WARNING",
 }
 
 

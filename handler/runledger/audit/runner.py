@@ -34,6 +34,8 @@ audit with each job's pauses and resumes from Scheduler's audit log
                      -> one finding `drifted` naming them, its runs judged
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
+    its pause log disagrees with its live state or the last audit's sighting
+                     -> one finding `pause_log_disagrees`; its times' state is unknown
 
 and per time: paused (evidence shows it) -> deliberately not run, neither
 judged nor caught up; state unknown -> judged, a missed one reported with the
@@ -98,6 +100,12 @@ BATCH = 300
 # behind its watermark, for the next audit. 5,000 jobs every 5 minutes need 6
 # reads a job per 30-minute audit; their share is 10, so a backlog drains too.
 READ_BUDGET = 50_000
+
+# What a pause log that disagrees with the live state means for the job's runs.
+_CONFLICT_TAIL = (
+    "a pause or resume is missing from the log (its filter, or ingestion lag), so its "
+    "times' state is unknown: missed runs reported, not caught up"
+)
 
 # The findings the audit's catch-up redoes (a stale run through the takeover rule).
 _CAUGHT_UP = (Finding.MISSED, Finding.STALE, Finding.RELEASED)
@@ -180,6 +188,11 @@ class Audit:
                 seen = None if mark is None else mark.seen
                 state = None if live is None else live.get(schedule.id)
                 self._lines[schedule.id] = with_sighting(self._lines[schedule.id], state, seen)
+        for schedule in judged:
+            conflict = self._lines[schedule.id].conflict
+            if conflict:
+                detail = f"{conflict}: {_CONFLICT_TAIL}"
+                findings.append(_job_finding(schedule.id, Finding.PAUSE_LOG_DISAGREES, detail))
         paused = [
             PausedJob(schedule.id, self._lines[schedule.id].paused_since)
             for schedule in judged

@@ -66,6 +66,12 @@ _RETRY_DEFAULTS = facts.RetryPolicy()
 def _parse_retry(reader: ConfigValues, name: str) -> facts.RetryPolicy:
     values = reader.structured(name, dict) or {}
     retry = ConfigValues(values, reader.key(name) + ".", _RETRY_KEYS)
+    doublings = retry.integer("maxDoublings", _RETRY_DEFAULTS.max_doublings, 0, facts.MAX_DOUBLINGS)
+    if doublings == facts.DROPPED_MAX_DOUBLINGS:  # see facts: the provider never sends it
+        raise ConfigError(
+            f"{retry.key('maxDoublings')}: 0 never reaches Cloud Scheduler (the provider drops "
+            "a zero retry field), which then doubles 5 times; set 1 to 16, or leave it out for 5"
+        )
     result = facts.RetryPolicy(
         retry_count=retry.integer(
             "retryCount", _RETRY_DEFAULTS.retry_count, 0, facts.MAX_RETRY_COUNT
@@ -75,9 +81,7 @@ def _parse_retry(reader: ConfigValues, name: str) -> facts.RetryPolicy:
         ),
         min_backoff_s=retry.duration("minBackoffDuration", int(_RETRY_DEFAULTS.min_backoff_s)),
         max_backoff_s=retry.duration("maxBackoffDuration", int(_RETRY_DEFAULTS.max_backoff_s)),
-        max_doublings=retry.integer(
-            "maxDoublings", _RETRY_DEFAULTS.max_doublings, 0, facts.MAX_DOUBLINGS
-        ),
+        max_doublings=doublings,
     )
     if result.max_backoff_s < result.min_backoff_s:
         raise ConfigError(

@@ -34,7 +34,6 @@ DEFAULT_CONCURRENCY = 8
 _PREFIX = re.compile(r"[a-z][a-z0-9-]{0,20}[a-z0-9]")
 _MEMORY = re.compile(r"\d+(Mi|Gi|M|G)")
 _CPU = re.compile(r"\d+(\.\d+)?")
-_RUNTIME = re.compile(r"python3\d{1,2}")
 # Cloud Scheduler sets or replaces these itself; a job may not override them.
 _RESERVED_HEADERS = frozenset({"host", "content-length", "user-agent", "authorization"})
 
@@ -135,6 +134,12 @@ def _header(reader: ConfigValues, name: str, default: str) -> str:
     lowered = value.lower()
     if lowered.startswith("x-cloudscheduler") or lowered in _RESERVED_HEADERS:
         raise ConfigError(f"{reader.key(name)}: {value!r} is set by Cloud Scheduler itself")
+    if lowered in facts.JOB_SET_HEADERS:
+        raise ConfigError(
+            f"{reader.key(name)}: {value!r} is a header every job sets itself (its "
+            "contentType), which would replace this one and get every delivery refused: "
+            "choose another header name"
+        )
     prefix = facts.reserved_header_prefix(value)
     if prefix is not None:
         raise ConfigError(
@@ -142,6 +147,15 @@ def _header(reader: ConfigValues, name: str, default: str) -> str:
             "reserves for Google in any case (target.proto); deliveries would arrive "
             "without it: choose another header name"
         )
+    return value
+
+
+def _runtime(reader: ConfigValues) -> str:
+    """`handlerRuntime`: a Python runtime the handler can run on (facts.PYTHON_RUNTIMES)."""
+    value = reader.text("handlerRuntime", "python312", re.compile(r".+"), "a runtime id")
+    problem = facts.python_runtime_problem(value)
+    if problem:
+        raise ConfigError(f"{reader.key('handlerRuntime')}: {problem}")
     return value
 
 
@@ -264,9 +278,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         handler_dir=reader.text(
             "handlerDir", "handler", re.compile(r"[^\0]+"), "a directory relative to Pulumi.yaml"
         ),
-        handler_runtime=reader.text(
-            "handlerRuntime", "python312", _RUNTIME, "a Cloud Run functions Python runtime id"
-        ),
+        handler_runtime=_runtime(reader),
         ingress=reader.text(
             "ingress",
             "internal-only",
