@@ -16,17 +16,19 @@ POLICY_CONFIG ?=
 # Optional: the program's own virtualenv (default: Pulumi.yaml runtime.options.virtualenv).
 VIRTUALENV ?=
 
-.PHONY: help venv test test-jobs lint plan policy-check policy-check-all demo demo-stop bench simulate ops clean
+.PHONY: help venv test test-jobs lint fix plan policy-check policy-check-all demo demo-stop bench simulate ops clean
 
 help:
 	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
 	@echo "make demo ARGS=--keep  ... and leave emulator and handler running; make demo-stop ends them"
 	@echo "make test          lint + the whole test suite against the Firestore emulator"
 	@echo "make test-jobs     only your jobs' tests (tests/test_jobs.py)"
+	@echo "make fix           ruff's fixes and formatting (what make lint asks for)"
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"
 	@echo "make policy-check  the policy pack against DIR/STACK (offline, under mocks)"
 	@echo "make policy-check-all  the same for every Pulumi.<stack>.yaml in DIR (what CI runs)"
 	@echo "make bench         handler vs the guide's sample algorithm, side by side"
+	@echo "make bench ARGS=--coldstart  only the cold start (fresh processes of both sides)"
 	@echo "make simulate ARGS=\"--seeds 100\"  the whole system, simulated, against its oracle; --seed S replays one"
 	@echo "make ops ARGS=...  the operator CLI (python -m runledger.ops), e.g. ARGS=\"failed --job J\""
 
@@ -46,16 +48,28 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 
 venv: $(STAMP)
 
-lint: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
+# A lint failure names the command that fixes what ruff can fix.
+LINT_FAILED := echo "lint failed: make fix applies ruff's fixes and formatting; fix what is left by hand" >&2; exit 1
 
-# Four pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
-# many tests wait on an emulator, a served handler or a subprocess rather than on
-# the CPU, so on 2 cores more workers than cores keep both busy (docs/benchmarks.md).
-# pytest exits non-zero on any failure, error, a missing emulator or no tests at all (5).
+lint: $(STAMP)
+	@$(PY) -m ruff check . || { $(LINT_FAILED); }
+	@$(PY) -m ruff format --check . || { $(LINT_FAILED); }
+
+# ruff's fixes and formatting, what `make lint` asks for.
+fix: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+# Six pytest-xdist workers, each with its own Firestore emulator (tests/conftest.py):
+# many tests wait on an emulator, a served handler, a subprocess or a lease to run
+# out rather than on the CPU, so on 2 cores three workers a core keep both busy
+# (four left them idle about half the time). `--dist loadgroup` hands each worker a
+# test at a time, the longest first (tests/conftest.py), so no worker ends the session
+# alone behind a queue, and runs tests/test_wheel.py on one worker (tests/conftest.py).
+# Long simulations run in `make simulate` (CI runs both). pytest exits non-zero on any
+# failure, error, a missing emulator or no tests at all (5).
 test: lint
-	$(PY) -m pytest -n 4
+	$(PY) -m pytest -n 6 --dist loadgroup
 
 # The tests of your jobs only: tests/test_jobs.py (and any tests/test_jobs_*.py you add).
 test-jobs: $(STAMP)

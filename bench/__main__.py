@@ -22,6 +22,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples: a smoke run")
     parser.add_argument("--reps", type=int, help="interleaved repetitions (default 5, quick 2)")
+    parser.add_argument(
+        "--coldstart",
+        action="store_true",
+        help="only the cold start: fresh processes of both sides, no served ones",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write raw samples here")
     parser.add_argument(
         "--rtt-ms",
@@ -40,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     # the measurement, so it is silenced before the Google libraries load.
     warnings.filterwarnings("ignore", "You are using a Python version", FutureWarning)
     from bench.report import Report
-    from bench.runner import BenchConfig, run_bench
+    from bench.runner import BenchConfig, run_bench, run_coldstart
 
     config = BenchConfig.quick() if args.quick else BenchConfig()
     if args.reps is not None:
@@ -51,13 +56,19 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--rtt-ms must be 0 (off) or more")
     config = dataclasses.replace(config, rtt_ms=args.rtt_ms)
     command = "make bench" + (f" ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    run = run_coldstart if args.coldstart else run_bench
     started = time.perf_counter()
-    samples = run_bench(config, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    samples = run(config, progress=progress)
     elapsed = time.perf_counter() - started
     report = Report(samples)
     tables = report.markdown()
     machine = samples.machine
-    print(f"Command: `{command}` ({elapsed:.0f} s, {config.reps} interleaved repetitions)")
+    reps = len(samples.order)
+    print(f"Command: `{command}` ({elapsed:.0f} s, {reps} interleaved repetitions)")
     print(
         f"Machine: {machine['cpus']} x {machine['cpu_model']}, Python {machine['python']}, "
         f"{machine['os']}, {machine['firestore_emulator']}, "

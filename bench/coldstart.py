@@ -4,6 +4,8 @@ What a new Cloud Run instance pays before its first answer. Each sample is
 its own process (`bench.coldstart_probe`) with the same environment,
 PYTHONPATH layout and jobs module as the served process; one unmeasured
 probe per side first warms the bytecode cache, as a deployed image has it.
+`make bench` takes 20 a side in its repetitions; `make bench ARGS=--coldstart`
+takes only these (`bench.runner.run_coldstart`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class ColdStartSample:
     first_answer_s: float
     process_s: float
     status: int
+    cpu_s: float  # the process's CPU time (user + system) up to its first answer
 
 
 def probe(
@@ -46,5 +49,9 @@ def probe(
         raise RuntimeError(f"cold-start probe of {source} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return ColdStartSample(
-        result["import_s"], result["first_answer_s"], process_s, int(result["status"])
+        result["import_s"],
+        result["first_answer_s"],
+        process_s,
+        int(result["status"]),
+        result["cpu_s"],
     )

@@ -317,6 +317,7 @@ class Report:
             "import_s": "import entry point",
             "first_answer_s": "import + first answer",
             "process_s": "whole process (spawn to exit)",
+            "cpu_s": "import + first answer, process CPU time",
         }
         for key, label in labels.items():
             h = self.side("coldstart", "fresh process", "handler", lambda v, k=key: v[k])

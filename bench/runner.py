@@ -246,6 +246,55 @@ def run_bench(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _cold_starts(
+    samples: Samples, envs: dict[str, dict[str, str]], times: ScheduleTimes, rep: int, count: int
+) -> None:
+    """`count` fresh processes per side, the side that goes first alternating."""
+    for index in range(count):
+        for side in side_order(rep + index):
+            if rep == index == 0:  # compile bytecode once, unmeasured
+                probe(*ENTRY_POINTS[side], envs[side], times)
+            result = probe(*ENTRY_POINTS[side], envs[side], times)
+            samples.add("coldstart", "fresh process", side, asdict(result))
+
+
+def run_coldstart(
+    config: BenchConfig,
+    emulator: FirestoreEmulator | None = None,
+    progress: Callable[[str], None] = print,
+) -> Samples:
+    """The cold start alone (`make bench ARGS=--coldstart`); starts an emulator unless given.
+
+    The emulator is warmed in-process first, as the whole run's warm-up does before
+    its probes, so each side's first answer pays its RPCs at the steady state.
+    """
+    owned = emulator is None
+    emulator = emulator or start_emulator()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-"))
+    try:
+        with emulator.as_process_env():
+            envs = {side: side_env(emulator, side, workdir) for side in SIDES}
+            samples = Samples(config=asdict(config), machine=describe())
+            times = ScheduleTimes()
+            setup_client = firestore.Client(project=emulator.project)
+            progress(f"warming up: {config.warmup_deliveries} in-process deliveries per side")
+            for side in SIDES:
+                client = firestore.Client(project=emulator.project)
+                side_app = make_side(side, envs[side], client, setup_client)
+                in_process_stream(side_app, times, config.warmup_deliveries)
+            reps = min(config.reps, config.coldstart_reps)  # as many as the whole run's
+            for rep in range(reps):
+                samples.order.append(list(side_order(rep)))
+                _cold_starts(samples, envs, times, rep, config.coldstart_per_rep)
+                progress(f"cold start repetition {rep + 1}/{reps} done")
+            return samples
+    finally:
+        if owned:
+            emulator.stop()
+            emulator.log_path.unlink(missing_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _measure(
     config: BenchConfig,
     emulator: FirestoreEmulator,
@@ -334,12 +383,7 @@ def _measure(
                 rate = throughput(servers[side].url, times, clients, config.throughput_requests)
                 samples.add("throughput", str(clients), side, rate)
         if rep < config.coldstart_reps:
-            for index in range(config.coldstart_per_rep):
-                for side in side_order(rep + index):
-                    if rep == index == 0:  # compile bytecode once, unmeasured
-                        probe(*ENTRY_POINTS[side], envs[side], times)
-                    result = probe(*ENTRY_POINTS[side], envs[side], times)
-                    samples.add("coldstart", "fresh process", side, asdict(result))
+            _cold_starts(samples, envs, times, rep, config.coldstart_per_rep)
         took = time.perf_counter() - started
         progress(f"repetition {rep + 1}/{config.reps} done in {took:.1f} s")
 

@@ -18,8 +18,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+# gRPC's C core logs transport events at INFO to stderr ("Got goaway" when a test
+# stops an emulator under an open channel): noise in the suite's output, and in
+# the output of every handler and tool a test starts, which inherit this. Errors
+# still print. Set before any test module loads grpc, which reads it once.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from scheduler_dedup.localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
 from scheduler_dedup.localrun.process import LOG_DIR_ENV
@@ -57,20 +64,41 @@ def firestore_db(firestore_emulator: FirestoreEmulator):
     return firestore.Client(project=firestore_emulator.project)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that declare a timeout above the session's run first, in their collected order.
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that declare a timeout run first, the longest first; the rest in collected order.
 
     On parallel workers the session lasts at least as long as its longest test
     plus whatever ran before it on that worker: a test its author knows to be
     long (it says so with `@pytest.mark.timeout(...)`) must not start last.
     """
-    default = float(config.getini("timeout") or 0)
 
-    def runs_later(item: pytest.Item) -> bool:
+    def declared(item: pytest.Item) -> float:
         marker = item.get_closest_marker("timeout")
-        return not (marker and marker.args and float(marker.args[0]) > default)
+        return float(marker.args[0]) if marker and marker.args else 0.0
 
-    items.sort(key=runs_later)
+    items.sort(key=declared, reverse=True)
+
+
+# Modules whose tests share a costly module fixture (tests/test_wheel.py: a wheel and a
+# fresh virtualenv): their tests run on one worker, so the fixture is built once.
+# pytest-xdist's `xdist_group` mark cannot say it: pytest 9 ignores the node-id
+# suffix pytest-xdist 3.8 gives a grouped test, so the scheduler below groups them.
+ONE_WORKER_MODULES = ("tests/test_wheel.py",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (`make test`): a test at a time per worker, ONE_WORKER_MODULES whole."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

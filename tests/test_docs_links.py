@@ -168,6 +168,16 @@ def test_the_readme_first_screen_shows_how_a_team_makes_its_copy() -> None:
     assert any(line.startswith("copier copy ") for line in screen[:FIRST_SCREEN_LINES])
 
 
+def test_what_the_readme_says_of_pulumi_new_is_what_deploy_md_backs() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    deploy = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    mentions = [line for line in readme.splitlines() if "pulumi new" in line]
+    assert mentions and all("#why-copier-not-pulumi-new" in line for line in mentions)
+    section = deploy.split("### Why copier, not `pulumi new`", 1)[1].split("\n#", 1)[0]
+    assert "upgrade path" in section and "copier update" in section
+    assert "does not support `pulumi new`" in section
+
+
 def test_the_runbook_has_a_section_per_alert_and_finding() -> None:
     assert set(RUNBOOK_ANCHORS) - anchors(RUNBOOK.read_text(encoding="utf-8")) == set()
 

@@ -10,6 +10,8 @@ tests your jobs instead. A team's copy starts with this file and these jobs.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from jobs import JOBS
 
 from runledger.testing import JobHarness
@@ -29,6 +31,18 @@ def test_nightly_report_delivered_twice_runs_once():
     assert (first.outcome, first.ran) == ("completed", True)
     assert (again.status, again.outcome, again.ran) == (200, "duplicate_completed", False)
     assert harness.executions("nightly-report") == 1
+
+
+def test_hourly_sync_at_its_own_time_is_a_scheduled_run_and_forced_runs_are_separate():
+    # Each delivery is judged at its schedule time (`JobHarness(JOBS, now=...)` pins
+    # the clock instead); a forced run only when the test asks for one.
+    harness = JobHarness(JOBS)
+    at = datetime(2026, 12, 3, 14, 5, tzinfo=UTC)
+    scheduled = harness.deliver("hourly-sync", schedule_time=at)
+    forced = harness.deliver("hourly-sync", schedule_time=at, forced=True)
+    assert (scheduled.outcome, scheduled.record.manual) == ("completed", False)
+    assert (forced.outcome, forced.record.manual) == ("completed", True)
+    assert harness.executions("hourly-sync") == 2
 
 
 def test_invoice_export_with_a_bad_body_fails_for_good_and_never_runs_again():

@@ -9,14 +9,17 @@ Two depths:
 
 - always (part of `make test`, seconds): the file set (no machinery source), the
   answers, the pin, the stack file with the answered values (valid for the program),
-  the entry points equal to the template's, and the questions' validation;
+  the entry points equal to the template's, the README's first screen, renders that
+  do not depend on the folder copier renders in, and the questions' validation;
 - marked `full_copy`, deselected in `make test` and run by `.ci/run` and the GitHub
   workflow (`pytest -m full_copy tests/test_template_copy.py`): the check a copy
-  depends on. A copy made from the previous tag, with a team's stack (a `*/15` job
-  whose retry window outlasts its interval among its jobs), jobs and test, runs its
-  own `make test` (its own .venv, the machinery installed from the pin); then
-  `copier update` to HEAD moves the pin, leaves the team's files byte-identical, and
-  `make test` passes again on the new machinery.
+  depends on. A copy made from the previous release (`PREVIOUS_RELEASE`), with a
+  team's stack (a `*/15` job whose retry window outlasts its interval among its
+  jobs), jobs and test, runs its own `make test` (its own .venv, the machinery
+  installed from the pin); then `copier update` to HEAD, with `--conflict rej` and
+  with `--conflict inline`, moves the pin, leaves no conflict marker or `.rej` in any
+  file and the team's files byte-identical, and `make test` passes again on the new
+  machinery.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import yaml
 
 from dedup_schedule.config.parser import _PREFIX, parse_config
 from dedup_schedule.config.values import PROJECT_ID, REGION
+from dedup_schedule.job_ids import handler_job_ids
 from scheduler_dedup.offline.stack_file import read_project_name, read_stack_values
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -152,14 +156,15 @@ def test_the_machinery_is_pinned_once_at_the_commit_the_copy_was_made_from(
     assert "-r requirements-machinery.txt" in (copy / "requirements-dev.txt").read_text()
 
 
-def test_the_stack_file_has_the_answers_and_one_job_the_program_accepts(copy: Path) -> None:
+def test_the_stack_file_has_the_answers_and_schedules_every_example_job(copy: Path) -> None:
     values = read_stack_values(copy, "dev")
     assert values["gcp:project"] == "acme-sched-dev"
     assert values["gcp:region"] == "europe-west1"
     config = parse_config(values, read_project_name(copy))
     assert config.name_prefix == "acme"
-    assert [job.id for job in config.jobs] == ["nightly-report"]
-    assert "nightly-report" in (copy / "handler" / "jobs.py").read_text()
+    # The example jobs and the example stack agree: no function that never runs.
+    defined = handler_job_ids(copy / "handler", "jobs", "handlerDir")
+    assert sorted(job.id for job in config.jobs) == sorted(defined)
 
 
 def test_the_entry_points_are_the_templates_own(copy: Path, source: Path) -> None:
@@ -167,6 +172,33 @@ def test_the_entry_points_are_the_templates_own(copy: Path, source: Path) -> Non
         assert (copy / name).read_bytes() == (source / name).read_bytes(), name
     assert "virtualenv: .venv" in (copy / "Pulumi.yaml").read_text()
     assert ".venv/" in (copy / ".gitignore").read_text().splitlines()
+
+
+def test_no_rendered_file_depends_on_the_folder_copier_renders_in(
+    copy: Path, source: Path, tmp_path: Path
+) -> None:
+    # `copier update` renders the old and the new version in temporary folders and
+    # merges their difference into the copy: a value that follows the folder (the
+    # `_folder_name` title the README once had) conflicts on every update.
+    elsewhere = tmp_path / "another-name"
+    made = copier(source, "copy", "--vcs-ref", "HEAD", str(source), str(elsewhere), **ANSWERS)
+    assert made.returncode == 0, made.stderr
+    assert files(elsewhere) == files(copy)
+    for name in sorted(files(copy)):
+        assert (elsewhere / name).read_bytes() == (copy / name).read_bytes(), name
+
+
+def test_the_readme_first_screen_says_how_to_get_copier_and_to_commit_first(copy: Path) -> None:
+    first_screen = "\n".join((copy / "README.md").read_text().splitlines()[:24])
+    (pinned,) = [
+        line
+        for line in (REPO_ROOT / "requirements-dev.txt").read_text().splitlines()
+        if line.startswith("copier==")
+    ]
+    assert f"pipx install {pinned}" in first_screen
+    commit = "git init && git add -A && git commit"
+    assert commit in first_screen
+    assert first_screen.index("a first commit") < first_screen.index(commit)
 
 
 def _dry_make(copy: Path, *targets: str) -> str:
@@ -207,16 +239,10 @@ def test_the_next_make_reinstalls_the_machinery_when_the_pin_moves(
 def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
     copy: Path, tmp_path: Path
 ) -> None:
-    team = tmp_path / "team"
-    shutil.copytree(copy, team)
-    (team / ".venv" / "bin").mkdir(parents=True)
-    (team / ".venv" / "bin" / "python").symlink_to(sys.executable)
-    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
-    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
-        os.utime(team / name, (1, 1))
+    team = _team_with_this_venv(copy, tmp_path)
     expected = {
         "test": "-m scheduler_dedup.offline.stack_checks --dir .",
-        "test-jobs": "-m pytest -q -p no:cacheprovider tests/test_jobs.py",
+        "test-jobs": "-q -p no:cacheprovider tests/test_jobs.py",
         "plan": "-m scheduler_dedup.offline.plan --dir .",
         "policy-check": "-m scheduler_dedup.offline.policy_check --dir .",
         "demo": "-m scheduler_dedup.localrun.demo",
@@ -224,11 +250,57 @@ def test_every_command_of_the_copy_runs_the_installed_package_on_the_copy(
         "simulate": "-m scheduler_dedup.localrun.simulation",
         "ops": "-m runledger.ops",
         "lint": "-m ruff check .",
+        "fix": "-m ruff check --fix .",
     }
     for target, command in expected.items():
         dry = _dry_make(team, target)
         assert command in dry, (target, dry)
         assert "pip install" not in dry, target
+    assert "stack_checks --dir . --verbose" in _dry_make(team, "test", "VERBOSE=1")
+
+
+def _team_with_this_venv(copy: Path, tmp_path: Path) -> Path:
+    """A copy whose .venv is this session's Python, its stamp matching the pin: make runs."""
+    team = tmp_path / "team"
+    shutil.copytree(copy, team)
+    (team / ".venv" / "bin").mkdir(parents=True)
+    # A wrapper, not a symlink: Python finds its virtualenv from where it was started.
+    python = team / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
+    shutil.copy(team / "requirements-machinery.txt", team / ".venv" / ".machinery")
+    for name in ("requirements-machinery.txt", "requirements-dev.txt"):
+        os.utime(team / name, (1, 1))
+    return team
+
+
+def test_a_lint_failure_names_make_fix_which_fixes_it(copy: Path, tmp_path: Path) -> None:
+    team = _team_with_this_venv(copy, tmp_path)
+    (team / "tests" / "test_more_jobs.py").write_text("import os,sys\nx=1\n", encoding="utf-8")
+    failed = make(team, "lint", 120)
+    assert failed.returncode != 0
+    assert "lint failed: make fix applies ruff's fixes and formatting" in failed.stderr
+    fixed = make(team, "fix", 120)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (team / "tests" / "test_more_jobs.py").read_text() == "x = 1\n"
+    assert make(team, "lint", 120).returncode == 0
+
+
+def test_a_copys_test_output_is_its_own_results_only(copy: Path, tmp_path: Path) -> None:
+    team = _team_with_this_venv(copy, tmp_path)
+    # A job test on the emulator's store imports the Google client libraries, whose
+    # api_core warns at import about Python 3.11's end of life.
+    (team / "tests" / "test_jobs_store.py").write_text(
+        "from google.cloud import firestore\n\n\n"
+        "def test_the_client_library_is_there():\n    assert firestore.Client\n",
+        encoding="utf-8",
+    )
+    done = make(team, "test-jobs", 300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = (done.stdout + done.stderr).splitlines()
+    assert shown[0].startswith("PYTHONPATH=handler ")  # make's echo of the command
+    assert any(" passed in " in line for line in shown), shown
+    assert not [line for line in shown[1:] if "warning" in line.lower()], shown
 
 
 @pytest.mark.parametrize(
@@ -322,26 +394,25 @@ TEAM_FILES = {
 }
 
 
-def base_ref(source: Path) -> str:
-    """The previous tag with a copier.yml, else the commit that added copier.yml."""
-    described = subprocess.run(
-        ["git", "describe", "--tags", "--abbrev=0", "HEAD^"],
-        cwd=source,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    tag = described.stdout.strip()
-    if described.returncode == 0:
-        has_template = subprocess.run(
-            ["git", "cat-file", "-e", f"{tag}:copier.yml"], cwd=source, check=False
-        )
-        if has_template.returncode == 0:
-            return tag
-    first = _git(source, "log", "--diff-filter=A", "--format=%H", "--", "copier.yml")
-    commit = first.splitlines()[-1]
-    print(f"no earlier tag with copier.yml: copying from {commit[:12]}, which added it")
-    return commit
+# The template version the copies of today were made from: the tip of main before the
+# README became the team's own file. No release is tagged yet (and a clone carries no
+# tags), so the previous version is named by its commit; move it to each new release.
+# From it, `copier update` must leave no conflict in any file the team did not edit.
+PREVIOUS_RELEASE = "8b70702475424f50bf2d78882ea1ac0bcca9d8e0"
+CONFLICT_MARKERS = (b"<<<<<<<", b">>>>>>>")
+
+
+def conflicts(directory: Path) -> list[str]:
+    """Every `.rej` file and every file holding a conflict marker line, outside .git/.venv."""
+    found = []
+    for path in directory.rglob("*"):
+        parts = path.relative_to(directory).parts
+        if not path.is_file() or parts[0] in (".git", ".venv"):
+            continue
+        lines = path.read_bytes().splitlines()
+        if path.suffix == ".rej" or any(line.startswith(CONFLICT_MARKERS) for line in lines):
+            found.append(str(path.relative_to(directory)))
+    return sorted(found)
 
 
 def make(copy: Path, target: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -360,7 +431,7 @@ def make(copy: Path, target: str, timeout_s: float) -> subprocess.CompletedProce
 def test_a_copy_from_the_previous_version_is_green_before_and_after_copier_update(
     source: Path, tmp_path: Path
 ) -> None:
-    base = base_ref(source)
+    base = PREVIOUS_RELEASE
     head = _git(source, "rev-parse", "HEAD")
     copy = tmp_path / "acme-schedules"
     made = copier(source, "copy", "--vcs-ref", base, str(source), str(copy), **ANSWERS)
@@ -377,12 +448,20 @@ def test_a_copy_from_the_previous_version_is_green_before_and_after_copier_updat
     assert "capacity of stack dev: " in before.stdout and ": holds" in before.stdout
     assert "stack checks passed (1 stack(s)" in before.stdout
 
-    updated = copier(copy, "update", "--vcs-ref", head)
-    assert updated.returncode == 0, updated.stderr
-    for name, text in TEAM_FILES.items():
-        assert (copy / name).read_text(encoding="utf-8") == text, name
-    assert pin(copy).endswith(f"@{head}")
-    assert not list(copy.rglob("*.rej"))
+    readme = (copy / "README.md").read_bytes()
+    # Copier's two ways of leaving a conflict: markers in the file (the default,
+    # exit 0 all the same) or a .rej beside it. Neither may appear, in a twin of the
+    # copy (the same commit, no .venv) for `rej`, in the copy itself for `inline`.
+    twin = tmp_path / "twin" / copy.name
+    shutil.copytree(copy, twin, ignore=shutil.ignore_patterns(".venv"))
+    for directory, mode in ((twin, "rej"), (copy, "inline")):
+        updated = copier(directory, "update", "--conflict", mode, "--vcs-ref", head)
+        assert updated.returncode == 0, updated.stderr
+        assert conflicts(directory) == [], mode
+        for name, text in TEAM_FILES.items():
+            assert (directory / name).read_text(encoding="utf-8") == text, (mode, name)
+        assert (directory / "README.md").read_bytes() == readme, mode
+        assert pin(directory).endswith(f"@{head}")
 
     after = make(copy, "test", 900)
     assert after.returncode == 0, after.stdout[-6000:] + after.stderr[-3000:]
@@ -399,3 +478,10 @@ def test_a_copy_from_the_previous_version_is_green_before_and_after_copier_updat
     assert "runledger/__init__.py" in installed.stdout
     direct_url = next((copy / ".venv").glob("lib/python*/site-packages/scheduler_dedup-*"))
     assert head in (direct_url / "direct_url.json").read_text()
+
+    # Once installed, a green `make test` fits a screen: a summary per stack.
+    again = make(copy, "test", 600)
+    assert again.returncode == 0, again.stdout[-6000:] + again.stderr[-3000:]
+    shown = (again.stdout + again.stderr).splitlines()
+    assert len(shown) <= 40, "\n".join(shown)
+    assert "stack checks passed (1 stack(s)" in again.stdout

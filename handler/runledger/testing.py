@@ -18,8 +18,16 @@ second `deliver` is Scheduler's retry or duplicate of the first.
 
 By default the ledger lives in memory (`MemoryRunStore`, which passes the same
 contract tests as Firestore); pass `store=FirestoreRunStore(client, collection)`
-to run the same test on the Firestore emulator. The harness's clock stands
-still unless you `advance` it, so nothing in a test waits for a lease to expire.
+to run the same test on the Firestore emulator.
+
+The clock: each delivery is judged one second after its own schedule time (as
+Scheduler's delivery of that time arrives), plus whatever the test `advance`d, so
+any realistic `schedule_time` is a scheduled run and nothing in a test waits for a
+lease to expire (`advance(seconds=400)` ends a crashed attempt's lease). A forced
+run (`gcloud scheduler jobs run`) only with `deliver(..., forced=True)`. A test
+that pins the clock (`JobHarness(JOBS, now=...)`) gets the handler's own judgement
+at that instant: a delivery stamped more than 10 s after it is a forced run
+carrying the next scheduled time, as Scheduler sends one.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 from runledger.config import ALLOWED_PROJECTS_ENV, ALLOWED_REGIONS_ENV, contract_env
 from runledger.delivery.identify import identify_run, scheduler_headers
 from runledger.exceptions import BadRequest
+from runledger.facts import SCHEDULE_HEADER
 from runledger.ledger.memory_store import MemoryRunStore
 from runledger.ledger.record import RunRecord
 from runledger.ledger.store import RunStore
@@ -43,6 +52,8 @@ from runledger.service.app import App
 # The schedule time of every delivery that names none: a fixed instant, so a
 # test's run keys do not change from one day to the next.
 DEFAULT_SCHEDULE_TIME = datetime(2026, 1, 1, 2, 30, tzinfo=UTC)
+# How long after its schedule time a delivery arrives, on the harness's clock.
+ARRIVAL = timedelta(seconds=1)
 PROJECT = "test-project"
 REGION = "test-region"
 
@@ -61,19 +72,37 @@ class Delivery:
 
 
 class _Clock:
-    """Stands still until the test moves it: lease expiry without sleeping."""
+    """The ledger's clock: a delivery's own time plus what the test advanced, unless pinned.
 
-    def __init__(self, start: datetime) -> None:
-        self._now = start
+    Unpinned, `judge(T)` sets the clock to T + 1 s + the advanced total for the
+    delivery of T; pinned, it stands at its start plus the advanced total.
+    """
+
+    def __init__(self, pinned: datetime | None) -> None:
+        self.pinned = pinned is not None
+        self._base = pinned if pinned is not None else DEFAULT_SCHEDULE_TIME + ARRIVAL
+        self._advanced = timedelta(0)
         self._lock = threading.Lock()
 
     def __call__(self) -> datetime:
         with self._lock:
-            return self._now
+            return self._base + self._advanced
+
+    def at(self, schedule_time: datetime) -> datetime:
+        """When the delivery of `schedule_time` is judged."""
+        with self._lock:
+            base = self._base if self.pinned else schedule_time + ARRIVAL
+            return base + self._advanced
+
+    def judge(self, schedule_time: datetime) -> None:
+        """Stand at the time the delivery of `schedule_time` is judged."""
+        with self._lock:
+            if not self.pinned:
+                self._base = schedule_time + ARRIVAL
 
     def advance(self, delta: timedelta) -> None:
         with self._lock:
-            self._now += delta
+            self._advanced += delta
 
 
 class JobHarness:
@@ -85,9 +114,12 @@ class JobHarness:
         *,
         store: RunStore | None = None,
         env: Mapping[str, str] | None = None,
-        now: datetime = DEFAULT_SCHEDULE_TIME + timedelta(seconds=1),
+        now: datetime | None = None,
     ) -> None:
         """`env` takes the handler's DEDUP_* settings as deployed, DEDUP_SCHEDULES included.
+
+        `now` pins the clock at that instant (it then moves only with `advance`);
+        without it each delivery is judged at its own schedule time (module docstring).
 
         The app is built as the handler builds itself (`App.from_env`), so a job's
         overlap policy, time zone and body apply here as in production. Deliveries
@@ -121,7 +153,7 @@ class JobHarness:
             return list(self._calls)
 
     def advance(self, **delta: float) -> None:
-        """Move the ledger's clock: `advance(seconds=400)` ends a crashed attempt's lease."""
+        """Move the clock on for every later delivery: `advance(seconds=400)` ends a lease."""
         self.clock.advance(timedelta(**delta))
 
     def headers(
@@ -146,10 +178,18 @@ class JobHarness:
         *,
         schedule_time: datetime = DEFAULT_SCHEDULE_TIME,
         body: bytes | str = b"",
+        forced: bool = False,
     ) -> Delivery:
-        """One Scheduler delivery of `job`'s run at `schedule_time`, carrying `body`."""
+        """One Scheduler delivery of `job`'s run at `schedule_time`, carrying `body`.
+
+        `forced`: a forced run made at `schedule_time`, which Scheduler sends without
+        a ScheduleTime; the handler keys it as a run of its own (DEDUP_MANUAL_RUNS).
+        """
         raw = body.encode() if isinstance(body, str) else body
         headers = self.headers(job, schedule_time)
+        if forced:
+            headers = [(name, value) for name, value in headers if name != SCHEDULE_HEADER]
+        self.clock.judge(schedule_time)
         before = len(self.calls)
         response = self.app.handle("POST", headers, raw)
         return Delivery(
@@ -157,14 +197,16 @@ class JobHarness:
             outcome=response.outcome,
             message=response.message,
             ran=len(self.calls) > before,
-            record=self.record(job, schedule_time),
+            record=self._record(headers, self.clock()),
         )
 
     def record(self, job: str, schedule_time: datetime = DEFAULT_SCHEDULE_TIME) -> RunRecord | None:
-        """The ledger record of `job`'s run at `schedule_time`, or None if there is none."""
-        headers = self.headers(job, schedule_time)
+        """The ledger record of `job`'s scheduled run at `schedule_time`, or None."""
+        return self._record(self.headers(job, schedule_time), self.clock.at(schedule_time))
+
+    def _record(self, headers: list[tuple[str, str]], now: datetime) -> RunRecord | None:
         try:
-            run = identify_run(headers, self.app.settings, self.app.jobs, self.clock())
+            run = identify_run(headers, self.app.settings, self.app.jobs, now)
         except BadRequest:  # a delivery the handler refuses has no run
             return None
         current = self._store.get(run.key)

@@ -27,14 +27,19 @@ def stack_values(project_name: str) -> dict[str, Any]:
 
     The language host hands the whole config map to the program in PULUMI_CONFIG;
     listing its keys (not just the ones we know) lets the parser reject typos. Values
-    are read through `pulumi.Config`; structured ones arrive as JSON text.
+    are read through `pulumi.Config`; structured ones arrive as JSON text. The
+    provider's other `gcp:` keys come by name only (None), their values unread, so a
+    missing `gcp:region` can name the misspelt key the stack sets instead.
     """
     wanted = {("gcp", "project"), ("gcp", "region")}
+    values: dict[str, Any] = {}
     for full_key in pulumi.runtime.get_config_env():
         namespace, _, key = full_key.partition(":")
+        key = key.removeprefix("config:")  # legacy `ns:config:key`
         if namespace == project_name:
-            wanted.add((namespace, key.removeprefix("config:")))  # legacy `ns:config:key`
-    values: dict[str, Any] = {}
+            wanted.add((namespace, key))
+        elif namespace == "gcp" and (namespace, key) not in wanted:
+            values[f"gcp:{key}"] = None
     for namespace, key in sorted(wanted):
         value = pulumi.Config(namespace).get(key)
         if value is not None:
@@ -58,7 +63,7 @@ def deploy(program_dir: Path) -> None:
     try:
         config = parse_config(stack_values(pulumi.get_project()), pulumi.get_project())
         handler_dir = project_root(program_dir) / config.handler_dir
-        check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
+        unscheduled = check_handler_jobs(config, handler_dir, f"{pulumi.get_project()}:")
         schedule = DedupSchedule(
             config.name_prefix, DedupScheduleArgs(config=config, handler_dir=handler_dir)
         )
@@ -66,6 +71,12 @@ def deploy(program_dir: Path) -> None:
         # A clean one-line failure instead of a Python traceback in `pulumi up`.
         raise pulumi.RunError(str(error)) from None
 
+    for job_id in unscheduled:
+        pulumi.log.warn(
+            f"{config.handler_dir}/jobs.py: JOBS defines {job_id!r}, which no entry of "
+            f"{pulumi.get_project()}:jobs schedules, so it never runs; add it to the stack "
+            "or remove it"
+        )
     pulumi.export("serviceUrl", schedule.service_url)
     pulumi.export("jobNames", schedule.job_names)
     pulumi.export("runtimeServiceAccount", schedule.runtime_service_account)

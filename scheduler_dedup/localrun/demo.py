@@ -53,7 +53,12 @@ from scheduler_dedup.localrun.demo_audit import (
     settled_by,
 )
 from scheduler_dedup.localrun.demo_clock import CLOCK_OFFSET_ENV, Clock, pinned_at, shifted_clock
-from scheduler_dedup.localrun.demo_invariant import FATE_RAN_ONCE, Invariant, check_invariant
+from scheduler_dedup.localrun.demo_invariant import (
+    FATE_RAN_ONCE,
+    Invariant,
+    RunVerdict,
+    check_invariant,
+)
 from scheduler_dedup.localrun.demo_keep import (
     KeepError,
     KeptDemo,
@@ -81,8 +86,8 @@ from scheduler_dedup.localrun.demo_pause import (
     paused_schedules,
 )
 from scheduler_dedup.localrun.demo_plan import (
-    JOB_RAISED,
     WARMUP_JOB,
+    ExecutionEvent,
     Step,
     WorkPlan,
     read_events,
@@ -243,14 +248,15 @@ def _describe(d: Delivery) -> str:
     return f"{shown}(ack lost)" if d.seen is Seen.LOST_ACK else shown
 
 
-def progress_line(
-    index: int, total: int, result: RunResult, successes: int, job_raised: bool = False
-) -> str:
+def progress_line(index: int, total: int, result: RunResult, verdict: RunVerdict) -> str:
     """One run, as the Scheduler saw it: each attempt's answer, burst copies in brackets.
 
-    `job_raised`: the run's last execution ended with the team's job raising.
+    Ends with the run's work as `verdict` (`check_invariant` over the execution log)
+    counts it and the fate the JSON report gives it, so print it only once the run's
+    work has ended (`_RunLines`).
     """
     plan = result.plan
+    successes = verdict.successes
     parts = []
     for attempt in range(result.retries + 1):
         ds = [d for d in result.deliveries if d.attempt == attempt]
@@ -271,7 +277,7 @@ def progress_line(
         end = "acknowledged, skipped (overlap: skip): deliberately not run"
     elif result.acknowledged:
         end = "acknowledged"
-    elif job_raised and not successes:
+    elif verdict.job_failed:
         end = "your job raised on every attempt" + (", retries exhausted" * result.exhausted)
     elif not result.exhausted:
         end = "interrupted"
@@ -280,8 +286,52 @@ def progress_line(
         end = "retries exhausted" + (" before the running work ended" if successes else "")
     return (
         f"  [{index:>3}/{total}] {plan.job:<16} {when}Z {kind:<9} "
-        f"{' -> '.join(parts)}  => {end}; work succeeded {successes}x"
+        f"{' -> '.join(parts)}  => {end}; work succeeded {successes}x ({verdict.fate})"
     )
+
+
+class _RunLines:
+    """The per-run lines, each printed once its run's work has ended.
+
+    The Scheduler can give up on a run (its last attempt timed out, or it never
+    sent it) while the handler still works on it, and the audit's catch-up may run
+    it later: such a line waits for `flush`, which the demo calls with the same
+    execution log its report is judged on, so every line says what the report says.
+    """
+
+    def __init__(self, say: _Printer, events_path: Path) -> None:
+        self._say = say
+        self._events_path = events_path
+        self._lock = threading.Lock()
+        self._printed = 0
+        self.total = 0
+        self._pending: list[RunResult] = []
+
+    def done(self, result: RunResult) -> None:
+        events = read_events(self._events_path)
+        label = result.plan.label
+        starts = sum(e.label == label and e.event == "start" for e in events)
+        ended = sum(e.label == label and e.event == "end" for e in events)
+        if result.acknowledged and starts == ended:
+            self._print(result, events)
+        else:
+            with self._lock:
+                self._pending.append(result)
+
+    def flush(self, events: Sequence[ExecutionEvent]) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self._say("the runs the Scheduler gave up on or left to the audit, as they ended:")
+        for result in pending:
+            self._print(result, events)
+
+    def _print(self, result: RunResult, events: Sequence[ExecutionEvent]) -> None:
+        (verdict,) = check_invariant([result], events).verdicts
+        with self._lock:
+            self._printed += 1
+            line = progress_line(self._printed, self.total, result, verdict)
+        self._say(line)
 
 
 def _overlap_line(overlap: Overlap | None, policies: Mapping[str, str]) -> str:
@@ -660,20 +710,7 @@ def run_demo(
         _warm_up(transport, jobs[0], now, handler.log_path)
         say(f"handler on {handler.url}; delivering {len(plans)} runs:")
         stop = threading.Event()
-        done = total = 0
-        done_lock = threading.Lock()
-
-        def on_done(result: RunResult) -> None:
-            nonlocal done
-            with done_lock:
-                done += 1
-                index = done
-            ends = [
-                e for e in read_events(events_path) if e.label == result.plan.label and e.outcome
-            ]
-            successes = sum(e.outcome == "succeeded" for e in ends)
-            raised = bool(ends) and ends[-1].outcome == JOB_RAISED
-            say(progress_line(index, total, result, successes, raised))
+        lines = _RunLines(say, events_path)
 
         serial = [job for job, policy in policies.items() if policy != OVERLAP_ALLOW]
         gate = None
@@ -681,10 +718,9 @@ def run_demo(
             gate = Gate(overlap, plans, events_path, files.overlap_answered, serial)
 
         def drive(batch: Sequence[RunPlan]) -> list[RunResult]:
-            nonlocal total
-            total += len(batch)
+            lines.total += len(batch)
             by_id = {j.id: j for j in jobs}
-            return _drive_all(batch, by_id, transport, options.seed, stop, on_done, gate)
+            return _drive_all(batch, by_id, transport, options.seed, stop, lines.done, gate)
 
         try:
             results = drive(plans)
@@ -713,7 +749,9 @@ def run_demo(
         finally:
             stop.set()
         backfilled = () if backfill is None else ((backfill.label, backfill.job),)
-        invariant = check_invariant(results, read_events(events_path), backfilled)
+        events = read_events(events_path)
+        lines.flush(events)
+        invariant = check_invariant(results, events, backfilled)
         if audit is not None:
             invariant = replace(invariant, audit_problems=audit.problems)
         kept = options.keep and started_emulator is not None

@@ -110,7 +110,10 @@ def own_jobs(config: ScheduleConfig, project_dir: Path) -> OwnJobs:
     module = config.handler_env()[JOBS_MODULE_ENV]
     try:
         defined = handler_job_ids(
-            handler_dir(config, project_dir), module, f"{read_project_name(project_dir)}:handlerDir"
+            handler_dir(config, project_dir),
+            module,
+            f"{read_project_name(project_dir)}:handlerDir",
+            config.handler_dir,
         )
     except (ConfigError, StackFileError) as exc:
         raise StackError(str(exc)) from None

@@ -1,6 +1,6 @@
 """What a team's `make test` checks of its stacks: plan, policy check, capacity, for each one.
 
-    python -m scheduler_dedup.offline.stack_checks [--dir DIR]
+    python -m scheduler_dedup.offline.stack_checks [--dir DIR] [--verbose]
 
 For every `Pulumi.<stack>.yaml` of DIR: the plan (`scheduler_dedup.offline.plan`:
 the program under mocks), the policy check (`scheduler_dedup.offline.policy_check`,
@@ -8,8 +8,10 @@ DIR/policies) and the capacity verdict the program itself exports as
 `handlerCapacity` (`dedup_schedule.config.capacity`: the requests the stack's jobs
 can have in flight, retry windows longer than an interval included, against what the
 handler serves). The plan and the policy check run as their own commands, one
-process each (a Pulumi program registers its providers once per process), and print
-as those commands do.
+process each (a Pulumi program registers its providers once per process). Quiet
+when green: of a plan that succeeds only its warnings and its summary line print, so
+`make test` fits a screen; a plan that fails prints whole, and `--verbose`
+(`make test VERBOSE=1`) prints every plan as `make plan` does.
 Exit: 0 every stack passes, 1 a mandatory policy violation or a capacity SHORT,
 2 no stack file, or a tool, config or program error.
 """
@@ -45,18 +47,38 @@ def capacity_verdict(project_dir: Path, stack: str) -> int:
     return 0 if found.holds else 1
 
 
-def _command(module: str, project_dir: Path, stack: str) -> int:
+def _command(
+    module: str, project_dir: Path, stack: str, capture: bool = False
+) -> subprocess.CompletedProcess[str]:
     where = ["--dir", str(project_dir), "--stack", stack]
-    return subprocess.run([sys.executable, "-m", module, *where], check=False).returncode
+    return subprocess.run(
+        [sys.executable, "-m", module, *where], capture_output=capture, text=True, check=False
+    )
 
 
-def check_stack(project_dir: Path, stack: str) -> int:
+def _quiet_plan(project_dir: Path, stack: str) -> int:
+    """The plan, of which a success prints its warnings and summary line; a failure all of it."""
+    done = _command("scheduler_dedup.offline.plan", project_dir, stack, capture=True)
+    if done.returncode != 0:
+        print(done.stdout, end="", flush=True)
+    print(done.stderr, end="", file=sys.stderr, flush=True)  # warnings, notes, the error
+    if done.returncode == 0:
+        summary = [line for line in done.stdout.splitlines() if line.startswith("summary: ")]
+        print("\n".join(summary), flush=True)
+    return done.returncode
+
+
+def check_stack(project_dir: Path, stack: str, verbose: bool = False) -> int:
     """The three checks of one stack; the worst status (the plan's 2 stops the others)."""
     print(f"== stack {stack}: plan", flush=True)
-    if _command("scheduler_dedup.offline.plan", project_dir, stack) != 0:
+    if verbose:
+        planned = _command("scheduler_dedup.offline.plan", project_dir, stack).returncode
+    else:
+        planned = _quiet_plan(project_dir, stack)
+    if planned != 0:
         return 2
     print(f"== stack {stack}: policy check", flush=True)
-    status = _command("scheduler_dedup.offline.policy_check", project_dir, stack)
+    status = _command("scheduler_dedup.offline.policy_check", project_dir, stack).returncode
     print(f"== stack {stack}: capacity", flush=True)
     return max(status, capacity_verdict(project_dir, stack))
 
@@ -67,7 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("--dir", default=".", type=Path, help="directory holding Pulumi.yaml")
-    project_dir = parser.parse_args(argv).dir.resolve()
+    parser.add_argument(
+        "--verbose", action="store_true", help="print every plan whole, as `make plan` does"
+    )
+    args = parser.parse_args(argv)
+    project_dir = args.dir.resolve()
     try:
         stacks = stack_names(project_dir)
     except StackFileError as exc:
@@ -76,9 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not stacks:
         print(f"error: no Pulumi.<stack>.yaml in {project_dir}", file=sys.stderr)
         return 2
-    results = {stack: check_stack(project_dir, stack) for stack in stacks}
+    results = {stack: check_stack(project_dir, stack, args.verbose) for stack in stacks}
     failed = [stack for stack, status in results.items() if status]
     verdict = f"FAILED: {', '.join(failed)}" if failed else "passed"
+    if not args.verbose:
+        print("(each plan whole: make plan STACK=<stack>, or make test VERBOSE=1)")
     print(f"stack checks {verdict} ({len(stacks)} stack(s): plan, policy check, capacity)")
     return max(results.values())
 

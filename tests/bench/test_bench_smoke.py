@@ -9,6 +9,7 @@ the relay really delays every RPC.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -18,7 +19,14 @@ from bench.audit_cost import MISSING_EVERY, AuditSize
 from bench.audit_steady import SteadySize
 from bench.report import Report
 from bench.rpcs import DUP_COMPLETED, DUP_IN_PROGRESS, FIRST, RECLAIM
-from bench.runner import DUP_STREAM, FIRST_STREAM, BenchConfig, rtt_variant, run_bench
+from bench.runner import (
+    DUP_STREAM,
+    FIRST_STREAM,
+    BenchConfig,
+    rtt_variant,
+    run_bench,
+    run_coldstart,
+)
 from bench.summary import percentile
 
 RTT_MS = 10.0
@@ -40,6 +48,7 @@ TINY = BenchConfig(
     link_echo_count=10,
     audit_sizes=(AuditSize(5, 5, 2), AuditSize(300, 5, 6)),
     steady_sizes=(SteadySize(20, 5), SteadySize(20, 5, timedelta(hours=6))),
+    simulation_seeds=1,
 )
 
 
@@ -48,6 +57,7 @@ def _p50(sample: dict) -> float:
 
 
 @pytest.mark.firestore
+@pytest.mark.timeout(600)  # one of the suite's longest: it starts first (tests/conftest.py)
 def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     samples = run_bench(TINY, emulator=firestore_emulator, progress=lambda _: None)
     rpcs = samples.data["rpcs"]
@@ -126,3 +136,20 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
     ):
         assert section in table
     assert f"{FIRST_STREAM}, RTT {RTT_MS:g} ms, p50" in table
+
+
+@pytest.mark.firestore
+def test_the_cold_start_alone_reports_its_rows_and_target(firestore_emulator):
+    """`make bench ARGS=--coldstart`: the fresh processes of both sides, nothing served."""
+    config = replace(TINY, warmup_deliveries=2)
+    samples = run_coldstart(config, emulator=firestore_emulator, progress=lambda _: None)
+    assert set(samples.data) == {"coldstart"}
+    for side in ("handler", "baseline"):
+        (probe,) = samples.data["coldstart"]["fresh process"][side]
+        assert probe["status"] == 200
+        assert probe["cpu_s"] > 0.05  # no fresh interpreter loads flask in less CPU time
+    report = Report(samples)
+    table = report.markdown()
+    assert "Cold start" in table and "RPCs per delivery" not in table
+    assert "| import + first answer, process CPU time |" in table
+    assert [target.name for target in report.targets] == ["cold start no slower than baseline"]

@@ -23,8 +23,9 @@ from tests.stacks import HANDLER_DIR, REPO_ROOT
 
 RECENT = "2026-10-16T12:00:00Z"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-# Only the audit (croniter), the operator CLI and the proxy targets (Run and
-# Workflows clients) need these; every cold start of a delivery would pay them.
+# Only the audit (croniter, its Scheduler listing and pause log), backfills, the
+# operator CLI, the overlap slots of a job with a policy and the proxy targets (Run
+# and Workflows clients) need these; every cold start of a delivery would pay them.
 NOT_ON_A_DELIVERY = (
     "croniter",
     "google.cloud.logging",
@@ -34,10 +35,17 @@ NOT_ON_A_DELIVERY = (
     "google.cloud.workflows",
     "google.cloud.run",
     "google.cloud.run_v2",
+    "runledger.audit",
+    "runledger.backfill",
+    "runledger.ledger.firestore_overlap",
+    "runledger.ledger.overlap",
     "runledger.ops",
-    "runledger.ops.ledger_ops",
     "runledger.targets",
 )
+# A stack with one scheduled job, so an audit that reads backfill requests: what
+# DEDUP_SCHEDULES says of it besides its id and cron line, and the audit's scope.
+SCHEDULED = {"timeZone": "UTC", "retryWindowSeconds": 540}
+SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
 # A fresh interpreter loads the entry point as functions-framework does and
 # answers one delivery of a job that logs; it prints what it imported.
 FIRST_DELIVERY = """
@@ -136,13 +144,18 @@ def test_a_handler_deployed_by_a_program_of_another_contract_refuses_to_start(
 def test_a_first_delivery_imports_nothing_only_the_audit_ops_or_proxy_targets_need(
     firestore_emulator,
 ):
+    """A stack with a schedule (so an audit and backfill requests) and no overlap policy."""
     firestore_emulator.clear()
     headers = json.dumps(dict(scheduler_headers(job="machinery-logs", schedule_time=RECENT)))
     env = os.environ | firestore_emulator.env() | {"PYTHONWARNINGS": "ignore"} | contract_env()
     env |= {
         "DEDUP_RETENTION_SECONDS": str(3650 * 86400),
         "DEDUP_JOBS_MODULE": machinery_jobs.MODULE,
+        "DEDUP_SCHEDULES": json.dumps(
+            [{"id": "machinery-logs", "schedule": "0 12 * * *", **SCHEDULED}]
+        ),
         "PYTHONPATH": os.pathsep.join([str(HANDLER_DIR), str(REPO_ROOT)]),
+        **SCOPE,
     }
     done = subprocess.run(
         [sys.executable, "-c", FIRST_DELIVERY, headers],

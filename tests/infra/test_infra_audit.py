@@ -295,6 +295,26 @@ def test_a_job_the_handler_lacks_stops_the_program_naming_it(run, multi_job_conf
     assert "404" in message
 
 
+def test_a_function_no_job_schedules_gets_one_warning_line_in_make_plan(
+    make_stack, multi_job_config, project_copy: Path
+) -> None:
+    jobs = "".join(
+        f"JOBS[{job!r}] = print\n"
+        for job in ("nightly-report", "hourly-sync", "invoice-export", "weekly-cleanup")
+    )
+    write_handler(project_copy / "handler", {"jobs.py": "JOBS = {}\n" + jobs})
+    make_stack(multi_job_config)
+
+    plan = run_module("scheduler_dedup.offline.plan", "--dir", str(project_copy), timeout_s=300)
+
+    assert plan.returncode == 0, plan.stderr
+    warnings = [line for line in plan.stderr.splitlines() if "JOBS defines" in line]
+    assert warnings == [
+        "warning: handler/jobs.py: JOBS defines 'weekly-cleanup', which no entry of "
+        f"{NS}jobs schedules, so it never runs; add it to the stack or remove it"
+    ]
+
+
 def test_a_handler_defining_the_audit_id_stops_the_program(run, project_copy: Path) -> None:
     write_handler(
         project_copy / "handler",
@@ -315,7 +335,7 @@ def test_a_jobs_module_that_cannot_load_is_a_clear_error(run, project_copy: Path
         run()
 
     message = str(caught.value)
-    assert message.startswith(f"{NS}handlerDir: cannot read the job ids of jobs.py")
+    assert message.startswith(f"{NS}handlerDir: handler/jobs.py:1: ModuleNotFoundError")
     assert "not_installed_anywhere" in message
     assert "Traceback" not in message
 

@@ -342,11 +342,30 @@ def test_a_region_without_firestore_needs_an_explicit_database_location() -> Non
         parse_config(values)
 
     message = str(caught.value)
-    assert message.startswith("scheduler-dedup:database.location: 'europe-west5'")
-    assert "(the default: gcp:region europe-west5)" in message
+    assert message.startswith("gcp:region: 'europe-west5' is not a Google Cloud region that ")
+    assert "set scheduler-dedup:database.location to a Firestore location" in message
     assert "nam5" in message
     values[f"{NS}database"] = {"location": "eur3"}
     assert parse_config(values).database.location == "eur3"
+
+
+def test_a_misspelt_region_is_named_with_the_nearest_ones() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(**{"gcp:region": "europe-west99"}))
+    message = str(caught.value)
+    assert message.startswith("gcp:region: 'europe-west99' is not a Google Cloud region"), message
+    assert "(nearest: europe-west9, " in message
+
+
+def test_a_missing_region_names_the_misspelt_key_the_stack_sets() -> None:
+    values = minimal(**{"gcp:regoin": "europe-west1", "gcp:zone": "europe-west1-b"})
+    del values["gcp:region"]
+    with pytest.raises(ConfigError) as caught:
+        parse_config(values)
+    assert str(caught.value) == (
+        "gcp:region: required, expected a Google Cloud region; the stack sets 'gcp:regoin': "
+        "did you mean 'gcp:region'?"
+    )
 
 
 def test_ingress_defaults_to_internal_only() -> None:

@@ -131,8 +131,39 @@ def test_a_misspelt_provider_key_gets_a_did_you_mean_warning(project_copy: Path)
     result = plan(project_copy, job() + "  gcp:regoin: europe-west1\n  gcp:zone: europe-west3-a\n")
 
     assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: gcp:")]
     assert warnings == [
         "warning: gcp:regoin: not a key of the gcp provider, which ignores it; "
         "did you mean 'region'?"
     ]
+
+
+@pytest.mark.parametrize(
+    ("platform", "expected"),
+    [
+        (
+            "  gcp:regoin: europe-west1\n",
+            "error: gcp:region: required, expected a Google Cloud region; the stack sets "
+            "'gcp:regoin': did you mean 'gcp:region'?",
+        ),
+        (
+            "  gcp:region: europe-west99\n",
+            "error: gcp:region: 'europe-west99' is not a Google Cloud region that Firestore "
+            "offers (nearest: europe-west9, ",
+        ),
+    ],
+    ids=["misspelt-key", "no-such-region"],
+)
+def test_a_wrong_region_is_named_as_the_team_wrote_it(
+    project_copy: Path, platform: str, expected: str
+) -> None:
+    (project_copy / "Pulumi.test.yaml").write_text(
+        "config:\n  gcp:project: dedup-test-project\n" + platform + job(), encoding="utf-8"
+    )
+    result = run_module(
+        "scheduler_dedup.offline.plan", "--dir", str(project_copy), "--stack", "test", timeout_s=120
+    )
+
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("warning: ")]
+    assert len(errors) == 1 and errors[0].startswith(expected), result.stderr

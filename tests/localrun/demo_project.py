@@ -7,6 +7,7 @@ three time zones, retries from none to five, deadlines from 2 to 15 minutes).
 
 from __future__ import annotations
 
+import re
 import shutil
 from datetime import UTC, datetime
 from functools import partial
@@ -88,3 +89,41 @@ def team_project(directory: Path, jobs: str = TEAM_JOBS, stack: str = TEAM_STACK
         shutil.copy2(REPO_ROOT / "handler" / name, handler / name)
     (handler / "jobs.py").write_text(jobs, encoding="utf-8")
     return project
+
+
+_RUN_LINE = re.compile(
+    r"^\s+\[\s*\d+/\d+\] (?P<job>\S+)\s+(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d)Z (?P<kind>\S+)\s.*"
+    r"=> .*; work succeeded (?P<successes>\d+)x \((?P<fate>\w+)\)$"
+)
+
+
+def run_lines_disagreeing_with_the_report(text: str, report: dict) -> list[str]:
+    """The per-run lines the demo printed that contradict the JSON report's fate or count.
+
+    Also a run the report has and no line shows, or two lines for one run.
+    """
+    runs = {
+        (run["job"], run["schedule_time"][:16].replace("T", " "), run["manual"]): run
+        for run in report["runs"]
+    }
+    shown: dict[tuple[str, str, bool], str] = {}
+    problems = []
+    for line in text.splitlines():
+        match = _RUN_LINE.match(line)
+        if match is None:
+            continue
+        key = (match["job"], match["when"], match["kind"] == "forced")
+        run = runs.get(key)
+        if key in shown or run is None:
+            problems.append(f"{line.strip()}: {'twice' if key in shown else 'no such run'}")
+        elif (int(match["successes"]), match["fate"]) != (
+            run["successful_executions"],
+            run["fate"],
+        ):
+            problems.append(
+                f"{line.strip()}: the report says {run['fate']}, "
+                f"{run['successful_executions']} successful execution(s)"
+            )
+        shown[key] = line
+    problems += [f"{run['run']}: no line" for key, run in runs.items() if key not in shown]
+    return problems

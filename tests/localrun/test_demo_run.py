@@ -21,7 +21,13 @@ from scheduler_dedup.localrun.demo_invariant import (
     FATE_SKIPPED,
 )
 from scheduler_dedup.localrun.emulator import FirestoreEmulator
-from tests.localrun.demo_project import DEMO_ARGS, DEMO_NOW, DEMO_OPTIONS, demo_stack
+from tests.localrun.demo_project import (
+    DEMO_ARGS,
+    DEMO_NOW,
+    DEMO_OPTIONS,
+    demo_stack,
+    run_lines_disagreeing_with_the_report,
+)
 
 pytestmark = pytest.mark.firestore
 
@@ -66,6 +72,7 @@ def _seeded_demo(emulator: FirestoreEmulator, now: datetime, **options: bool):
 
 def _assert_the_seeded_demo_holds(invariant, report: dict, text: str) -> None:
     assert invariant.holds, text
+    assert run_lines_disagreeing_with_the_report(text, report) == [], text
     missing = [kind for kind, count in report["misbehaviour"].items() if count == 0]
     assert missing == [], text
     _assert_each_run_has_its_reported_fate(report, invariant)

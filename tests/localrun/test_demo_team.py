@@ -38,6 +38,7 @@ from tests.localrun.demo_project import (
     TEAM_FAILURE,
     TEAM_STACK,
     TEAM_STACK_FILE,
+    run_lines_disagreeing_with_the_report,
     team_project,
 )
 
@@ -54,18 +55,42 @@ def _team_demo(emulator: FirestoreEmulator, project: Path, runs: int, catch_up: 
     return invariant, report, out.getvalue()
 
 
+REQUIREMENTS_ADVICE = "so install the handler's requirements there too"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected", "advice"),
+    [
+        (
+            "import acme_ledger_client\n",
+            "handler/jobs.py:1: ModuleNotFoundError: No module named 'acme_ledger_client'",
+            True,
+        ),
+        (
+            '"""Acme\'s jobs."""\n\nJOBS = {}\n\n\ndef close(ctx)\n    pass\n',
+            "handler/jobs.py:6: SyntaxError: expected ':'",
+            False,
+        ),
+        (
+            "JOBS = {}\nLIMIT = int('ten')\n",
+            "handler/jobs.py:2: ValueError: invalid literal",
+            False,
+        ),
+    ],
+    ids=["missing-import", "syntax-error", "raises"],
+)
 def test_a_jobs_py_that_cannot_be_imported_stops_the_demo_with_make_plans_line(
-    tmp_path: Path,
+    tmp_path: Path, jobs: str, expected: str, advice: bool
 ) -> None:
-    project = team_project(tmp_path, jobs="import acme_ledger_client\n")
+    project = team_project(tmp_path, jobs=jobs)
     shutil.copytree(REPO_ROOT / "infra", project / "infra")  # the program `make plan` runs
     demo = run_module("scheduler_dedup.localrun.demo", "--dir", str(project), timeout_s=300)
     plan = run_module("scheduler_dedup.offline.plan", "--dir", str(project), timeout_s=300)
     assert demo.returncode == plan.returncode == 2, demo.stdout + demo.stderr
     (line,) = demo.stderr.strip().splitlines()
     assert line == plan.stderr.strip(), (line, plan.stderr)
-    assert line.startswith("error: scheduler-dedup:handlerDir: cannot read the job ids of jobs.py")
-    assert "ModuleNotFoundError: No module named 'acme_ledger_client'" in line
+    assert line.startswith(f"error: scheduler-dedup:handlerDir: {expected}"), line
+    assert (REQUIREMENTS_ADVICE in line) is advice, line
     assert "Traceback" not in demo.stdout + demo.stderr
     assert "starting" not in demo.stdout  # nothing was started
 
@@ -77,6 +102,7 @@ def test_a_job_that_raises_on_every_attempt_is_shown_with_its_exception_not_as_a
 ) -> None:
     invariant, report, text = _team_demo(firestore_emulator, team_project(tmp_path), runs=3)
     assert invariant.holds, text
+    assert run_lines_disagreeing_with_the_report(text, report) == [], text
     assert "work: your jobs from handler/jobs.py" in text
     assert "VIOLATED" not in text + report["verdict"]
     runs = report["runs"]
@@ -120,6 +146,7 @@ def test_a_catch_up_that_runs_the_failing_job_again_is_its_failure_too(
         firestore_emulator, team_project(tmp_path), runs=3, catch_up=True
     )
     assert invariant.holds, text
+    assert run_lines_disagreeing_with_the_report(text, report) == [], text
     assert "VIOLATED" not in text + report["verdict"]
     assert report["audit"]["accounts_for_every_run"], text
     caught = {item["run"]: item["catch_up"] for item in report["audit"]["findings"]}

@@ -31,7 +31,6 @@ from runledger.delivery.responses import (
 from runledger.exceptions import LeaseLost, StoreUnavailable, TerminalJobError
 from runledger.ledger.lease import LeaseKeeper, Renewals
 from runledger.ledger.machine import Ledger, may_take_over
-from runledger.ledger.overlap import yielded_answer
 from runledger.ledger.record import Status
 from runledger.ledger.run import Claim, Duplicate, RunIdentity, Yielded
 from runledger.sdk.context import RunContext
@@ -69,6 +68,16 @@ def cross_region(run: RunIdentity, holder_region: str | None) -> dict[str, objec
     return {facts.CROSS_REGION_FIELD: holder_region}
 
 
+def _yielded(result: Yielded, fields: dict[str, object]) -> Response:
+    """The answer of a run that yielded to its job's holder (`runledger.ledger.overlap`).
+
+    Only a job with an overlap policy yields, so that module loads on its first yield.
+    """
+    from runledger.ledger.overlap import yielded_answer
+
+    return Response(*yielded_answer(result, fields))
+
+
 class RunPipeline:
     def __init__(
         self,
@@ -93,7 +102,7 @@ class RunPipeline:
         if isinstance(result, Yielded):
             if trigger.holder_wait is not None:
                 return self._await_holder(run, result, trigger, fields)
-            return Response(*yielded_answer(result, fields))
+            return _yielded(result, fields)
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
             fields.update(cross_region(run, result.record.delivered_region))
@@ -159,7 +168,7 @@ class RunPipeline:
         except StoreUnavailable as exc:
             return store_response(exc, "ledger unavailable while waiting for the running run")
         if holder_working(waited.record, self._clock()):
-            return Response(*yielded_answer(result, fields))
+            return _yielded(result, fields)
         return self.run(run, replace(trigger, holder_wait=None), fields)
 
     def _execute(

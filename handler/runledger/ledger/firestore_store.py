@@ -24,14 +24,14 @@ from runledger.exceptions import (
 )
 from runledger.facts import WORK_COLLECTION
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
-from runledger.ledger.firestore_overlap import claim_batch, slotted_batch, stored_slot
-from runledger.ledger.overlap import OVERLAP_COLLECTION, Slot, StoredSlot
 from runledger.ledger.record import RunRecord, Versioned
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem
 
 if TYPE_CHECKING:
     from google.cloud import firestore
+
+    from runledger.ledger.overlap import Slot, StoredSlot
 
 # One store call may take this long in all, retries included: well inside
 # Cloud Scheduler's minimum attempt deadline of 15 s, so an unreachable
@@ -132,7 +132,7 @@ class FirestoreRunStore:
         lasting = client.collection(LASTING_EPOCH_COLLECTION).document(collection)
         self._lasting = lasting.collection(EPOCH_COLLECTION)
         self._shards = audit.collection(WATERMARK_COLLECTION)
-        self._slots = audit.collection(OVERLAP_COLLECTION)  # runledger.ledger.overlap
+        self._audit = audit  # and each job's overlap slot, under OVERLAP_COLLECTION
 
     def get(self, key: str) -> Versioned | None:
         with _unavailable_on_transport_errors():
@@ -268,10 +268,18 @@ class FirestoreRunStore:
         )
 
     # -- each job's overlap slot (runledger.ledger.overlap, runledger.ledger.firestore_overlap) --
+    # Only a job with an overlap policy has one: their modules load on its first use.
+
+    def _slots(self) -> Any:
+        from runledger.ledger.overlap import OVERLAP_COLLECTION
+
+        return self._audit.collection(OVERLAP_COLLECTION)
 
     def get_slot(self, key: str) -> StoredSlot | None:
+        from runledger.ledger.firestore_overlap import stored_slot
+
         with _unavailable_on_transport_errors():
-            snapshot = self._slots.document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
+            snapshot = self._slots().document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
         return stored_slot(snapshot)
 
     def claim_slotted(
@@ -283,17 +291,21 @@ class FirestoreRunStore:
         slot_version: Any | None,
         ended: str | None,
     ) -> Any:
+        from runledger.ledger.firestore_overlap import claim_batch
+
         request = (run_key, record, run_version, key, slot_version, ended)
         return self._commit_slotted(
-            claim_batch(self._client, self._collection, self._slots, request), run_key
+            claim_batch(self._client, self._collection, self._slots(), request), run_key
         )
 
     def update_slotted(
         self, run_key: str, changes: Mapping[str, Any], version: Any, key: str, slot: Slot
     ) -> Any:
+        from runledger.ledger.firestore_overlap import slotted_batch
+
         request = (run_key, changes, version, key, slot)
         return self._commit_slotted(
-            slotted_batch(self._client, self._collection, self._slots, request), run_key
+            slotted_batch(self._client, self._collection, self._slots(), request), run_key
         )
 
     def _commit_slotted(self, batch: Any, key: str) -> Any:

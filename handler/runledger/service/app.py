@@ -12,12 +12,10 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from runledger import facts
-from runledger.audit.regions import schedule_lister
-from runledger.audit.scheduler_state import Lister, scheduler_lister
-from runledger.backfill.queue import BackfillDocs, firestore_backfills
 from runledger.config import Settings, check_contract
 from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
@@ -30,12 +28,15 @@ from runledger.exceptions import BadRequest, StoreUnavailable
 from runledger.facts import OVERLAP_ALLOW
 from runledger.ledger.lease import Renewals, RenewalScheduler
 from runledger.ledger.machine import Ledger
-from runledger.ledger.overlap import SlotCommits
 from runledger.ledger.run import RunIdentity
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings, audit_settings, check_jobs
 from runledger.sdk.registry import JobFn, load_jobs
 from runledger.service.audit_job import audit_job
+
+if TYPE_CHECKING:
+    from runledger.audit.scheduler_state import Lister, LiveJob
+    from runledger.backfill.queue import BackfillDocs
 
 MAX_BODY_BYTES = 1024 * 1024
 _SEVERITY = {2: "INFO", 4: "WARNING", 5: "ERROR"}
@@ -52,6 +53,49 @@ def configured_wait(
         return None
     deadlines = {schedule.id: schedule.attempt_deadline for schedule in audit.schedules}
     return DuplicateWait(deadlines, settings.lease, settings.duplicate_wait, monotonic, sleep)
+
+
+# The audit's Scheduler listing and backfill requests are built from the environment
+# at start-up, but their modules load on the audit's first use: every cold start
+# serves deliveries of ordinary jobs first, and those never need them.
+def _scheduler_listing(project: str, region: str, env: Mapping[str, str]) -> Lister:
+    """`runledger.audit.scheduler_state.scheduler_lister`, imported on the first listing."""
+
+    def listing(since: datetime) -> dict[str, LiveJob]:
+        from runledger.audit.scheduler_state import scheduler_lister
+
+        return scheduler_lister(project, region, env)(since)
+
+    return listing
+
+
+def _schedule_listing(project: str, regions: tuple[str, ...], env: Mapping[str, str]) -> Lister:
+    """The schedule's live jobs: its one region's listing, or every region's
+    (`runledger.audit.regions`, imported on the first listing)."""
+    if len(regions) == 1:
+        return _scheduler_listing(project, regions[0], env)
+
+    def listing(since: datetime) -> Mapping[str, LiveJob]:
+        from runledger.audit.regions import regional_lister
+
+        by_region = {region: _scheduler_listing(project, region, env) for region in regions}
+        return regional_lister(by_region)(since)
+
+    return listing
+
+
+def _backfill_docs(settings: Settings) -> Callable[[], BackfillDocs]:
+    """`runledger.backfill.queue.firestore_backfills`, imported on the first read."""
+    made: list[Callable[[], BackfillDocs]] = []
+
+    def docs() -> BackfillDocs:
+        if not made:
+            from runledger.backfill.queue import firestore_backfills
+
+            made.append(firestore_backfills(settings))
+        return made[0]()
+
+    return docs
 
 
 class App:
@@ -166,9 +210,9 @@ class App:
             return FirestoreRunStore(client, settings.collection)
 
         if cloud and live is None:
-            live = schedule_lister(scheduler_lister, audit.project, audit.scheduler_regions, env)
+            live = _schedule_listing(audit.project, audit.scheduler_regions, env)
         if cloud and backfills is None and audit.schedules:
-            backfills = firestore_backfills(settings)
+            backfills = _backfill_docs(settings)
         return cls(
             settings,
             served,
@@ -190,10 +234,14 @@ class App:
         with self._ledger_lock:
             if self._ledger is None:
                 store = self._store_factory()
-                overlapping = any(policy != OVERLAP_ALLOW for policy in self.overlaps.values())
+                commits = None
+                if any(policy != OVERLAP_ALLOW for policy in self.overlaps.values()):
+                    from runledger.ledger.overlap import SlotCommits
+
+                    commits = SlotCommits(store, self.overlaps)
                 self._ledger = Ledger(
                     store,
-                    commits=SlotCommits(store, self.overlaps) if overlapping else None,
+                    commits=commits,
                     lease=self.settings.lease,
                     retention=self.settings.retention,
                     clock=self._clock,

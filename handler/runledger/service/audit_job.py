@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from runledger.audit.report import log_findings, log_summary
-from runledger.audit.runner import Audit
-from runledger.audit.scheduler_state import Lister
-from runledger.backfill.queue import BackfillDocs
-from runledger.backfill.runs import Runner, run_pending
 from runledger.facts import TRIGGER_CATCH_UP
 from runledger.ledger.machine import Ledger
 from runledger.ledger.run import RunIdentity
 from runledger.schedules import AuditSettings
 from runledger.sdk.context import RunContext
 from runledger.sdk.registry import JobFn
+
+if TYPE_CHECKING:
+    from runledger.audit.scheduler_state import Lister
+    from runledger.backfill.queue import BackfillDocs
 
 
 def audit_job(
@@ -50,10 +50,16 @@ def audit_job(
     state (None: Scheduler is not asked, DEDUP_SCHEDULES says). `backfills`
     gives the pending backfill requests, run after judging (None: no backfill
     pass); `jobs` are the jobs served, so a request for one that is not is
-    reported, not run.
+    reported, not run. The audit's and the backfill's modules are imported by
+    the audit's first run: a handler that serves other deliveries first (every
+    cold start does) never loads them for those.
     """
 
     def run_audit(context: RunContext) -> None:
+        from runledger.audit.report import log_findings, log_summary
+        from runledger.audit.runner import Audit
+        from runledger.backfill.runs import Runner, run_pending
+
         def caught_up(run: RunIdentity) -> str:
             context.ensure_lease()  # an audit that lost its run stops catching up
             return catch_up(run, TRIGGER_CATCH_UP)

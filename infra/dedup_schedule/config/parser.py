@@ -8,6 +8,7 @@ Every error is a `ConfigError` whose message starts with the full key.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,11 @@ from dedup_schedule.config.audit_parser import check_audit, parse_alerts, parse_
 from dedup_schedule.config.job_parser import parse_jobs
 from dedup_schedule.config.model import ConfigError, DatabaseConfig, JobConfig, ScheduleConfig
 from dedup_schedule.config.values import PROJECT_ID, REGION, ConfigValues
-from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS, regional_database_problem
+from dedup_schedule.firestore_locations import (
+    FIRESTORE_LOCATIONS,
+    REGIONS,
+    regional_database_problem,
+)
 from runledger import facts
 
 PROJECT_NAME = "scheduler-dedup"
@@ -114,15 +119,25 @@ def _database_location(db: ConfigValues, region: str, regions: tuple[str, ...]) 
     region's outage would stop every region's runs (`regional_database_problem`).
     """
     location = db.text("location", region, re.compile(r"[a-z0-9-]+"), "a Firestore location")
-    given = "" if db.raw("location") is not None else f" (the default: gcp:region {region})"
+    if location not in FIRESTORE_LOCATIONS and db.raw("location") is None:
+        # The team set gcp:region, not database.location: name the key it set (a
+        # misspelt region, or one without Firestore, where the ledger cannot follow it).
+        nearest = difflib.get_close_matches(region, REGIONS, n=3, cutoff=0.5)
+        raise ConfigError(
+            f"gcp:region: {region!r} is not a Google Cloud region that Firestore offers"
+            + (f" (nearest: {', '.join(nearest)})" if nearest else "")
+            + f"; if {region} is right, set {db.key('location')} to a Firestore location "
+            "near it (the ledger's database defaults to the region), e.g. nam5 or eur3"
+        )
     if location not in FIRESTORE_LOCATIONS:
         raise ConfigError(
-            f"{db.key('location')}: {location!r}{given} is not a location Firestore offers; "
+            f"{db.key('location')}: {location!r} is not a location Firestore offers; "
             "set database.location to a multi-region (nam5, nam7, eur3) or a Firestore "
             "region near gcp:region, e.g. us-central1 or europe-west1"
         )
     problem = regional_database_problem(location, regions)
     if problem:
+        given = "" if db.raw("location") is not None else f" (the default: gcp:region {region})"
         raise ConfigError(f"{db.key('location')}: {location!r}{given} {problem}")
     return location
 
@@ -219,7 +234,8 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
     # Other gcp: keys (zone, credentials, ...) configure the provider, not this program.
     platform_keys = frozenset({"project", "region"})
     gcp = {key[4:]: values[key] for key in values if key[4:] in platform_keys and key[:4] == "gcp:"}
-    platform = ConfigValues(gcp, "gcp:", platform_keys)
+    provider_keys = [key[4:] for key in values if key[:4] == "gcp:" and key[4:] not in gcp]
+    platform = ConfigValues(gcp, "gcp:", platform_keys, beside=provider_keys)
     project = platform.text("project", None, PROJECT_ID, "a Google Cloud project id")
     region = platform.text("region", None, REGION, "a Google Cloud region")
 

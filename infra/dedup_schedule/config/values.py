@@ -32,9 +32,18 @@ class ConfigValues:
     silently falls back to a default.
     """
 
-    def __init__(self, values: Mapping[str, Any], path: str, known: frozenset[str]) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        path: str,
+        known: frozenset[str],
+        beside: Iterable[str] = (),
+    ) -> None:
+        """`beside`: keys under `path` that another reader takes (the provider's `gcp:` keys),
+        named when a required key is missing and one of them is a likely misspelling of it."""
         self.values = values
         self.path = path
+        self.beside = tuple(beside)
         for key in values:
             if key not in known:
                 hint = ", ".join(sorted(known))
@@ -61,11 +70,20 @@ class ConfigValues:
         value = self.raw(name)
         if value is None:
             if default is None:
-                raise ConfigError(f"{self.key(name)}: required, expected {what}")
+                raise ConfigError(
+                    f"{self.key(name)}: required, expected {what}{self._set_instead(name)}"
+                )
             value = default
         if not isinstance(value, str) or not _accepts(valid, value):
             raise ConfigError(f"{self.key(name)}: {value!r} is not {what}")
         return value
+
+    def _set_instead(self, name: str) -> str:
+        """'; the stack sets 'gcp:regoin': did you mean 'gcp:region'?' for a close key beside."""
+        present = closest(name, self.beside)
+        if present is None:
+            return ""
+        return f"; the stack sets {self.key(present)!r}: did you mean {self.key(name)!r}?"
 
     def optional_text(self, name: str) -> str | None:
         value = self.raw(name)
@@ -141,11 +159,17 @@ class ConfigValues:
         return value
 
 
-def did_you_mean(given: str, choices: Iterable[str]) -> str:
-    """'; did you mean X?' for the closest choice (case aside), or '' when none is close."""
+def closest(given: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to `given` (case aside), or None when none is close."""
     by_folded = {choice.casefold(): choice for choice in choices}
     close = difflib.get_close_matches(given.casefold(), by_folded, n=1, cutoff=0.6)
-    return f"; did you mean {by_folded[close[0]]!r}?" if close else ""
+    return by_folded[close[0]] if close else None
+
+
+def did_you_mean(given: str, choices: Iterable[str]) -> str:
+    """'; did you mean X?' for the closest choice (case aside), or '' when none is close."""
+    match = closest(given, choices)
+    return f"; did you mean {match!r}?" if match is not None else ""
 
 
 def _accepts(valid: re.Pattern[str] | Callable[[str], bool], value: str) -> bool:
