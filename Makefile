@@ -21,7 +21,7 @@ VIRTUALENV ?=
 help:
 	@echo "make demo          run the stack's schedule locally (emulator + handler + Scheduler simulator)"
 	@echo "make demo ARGS=--keep  ... and leave emulator and handler running; make demo-stop ends them"
-	@echo "make test          lint + the whole test suite against the Firestore emulator"
+	@echo "make test          lint + the whole test suite against the Firestore and Pub/Sub emulators"
 	@echo "make test-jobs     only your jobs' tests (tests/test_jobs.py)"
 	@echo "make fix           ruff's fixes and formatting (what make lint asks for)"
 	@echo "make plan          what 'pulumi up' would create for STACK (offline, under mocks)"

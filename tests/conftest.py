@@ -30,8 +30,11 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from scheduler_dedup.localrun.emulator import EmulatorMissing, FirestoreEmulator, start_emulator
 from scheduler_dedup.localrun.process import LOG_DIR_ENV
+from scheduler_dedup.localrun.pubsub_emulator import PubSubEmulator, start_pubsub_emulator
 
 MISSING_PREFIX = "FIRESTORE EMULATOR MISSING"
+# The dead-letter tests' (fixture `pubsub_emulator`): counted, listed and failed alike.
+PUBSUB_MISSING_PREFIX = "PUBSUB EMULATOR MISSING"
 _missing_tests: list[str] = []
 # Every emulator and handler log of the session goes here: removed after a
 # clean run, named in the summary otherwise. Workers start with the
@@ -51,6 +54,17 @@ def firestore_emulator() -> Iterator[FirestoreEmulator]:
         emulator = start_emulator()
     except EmulatorMissing as exc:
         pytest.skip(f"{MISSING_PREFIX}: {exc}")
+    with emulator, emulator.as_process_env():
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def pubsub_emulator() -> Iterator[PubSubEmulator]:
+    """The official Pub/Sub emulator, started once per worker; clients reach it by env."""
+    try:
+        emulator = start_pubsub_emulator()
+    except EmulatorMissing as exc:
+        pytest.skip(f"{PUBSUB_MISSING_PREFIX}: {exc}")
     with emulator, emulator.as_process_env():
         yield emulator
 
@@ -102,7 +116,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    missing = isinstance(report.longrepr, tuple) and MISSING_PREFIX in str(report.longrepr[2])
+    reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+    missing = MISSING_PREFIX in reason or PUBSUB_MISSING_PREFIX in reason
     if report.skipped and missing:
         _missing_tests.append(report.nodeid)
 

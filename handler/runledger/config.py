@@ -35,6 +35,12 @@ KEY_REGION_ENV = "DEDUP_KEY_REGION"
 REGIONS_ENV = "DEDUP_REGIONS"
 DUPLICATE_WAIT_ENV = "DEDUP_DUPLICATE_WAIT_SECONDS"
 CONTRACT_ENV = "DEDUP_CONTRACT_VERSION"
+DEAD_LETTER_TOPIC_ENV = "DEDUP_DEAD_LETTER_TOPIC"
+# A Pub/Sub topic's full name: a project id, then a topic id (3-255 characters from a
+# letter: letters, digits, - . _ ~ + %, not starting "goog"; Pub/Sub "Resource names").
+DEAD_LETTER_TOPIC = re.compile(
+    r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
+)
 
 
 def contract_env() -> dict[str, str]:
@@ -115,6 +121,9 @@ class Settings:
     key_region: str | None = None
     # DEDUP_REGIONS: every region the schedule runs in, whose Scheduler the audit lists.
     regions: frozenset[str] = frozenset()
+    # DEDUP_DEAD_LETTER_TOPIC: the Pub/Sub topic each final failure is published to
+    # (`runledger.delivery.dead_letter`); None: none is pushed.
+    dead_letter_topic: str | None = None
 
     def to_env(self) -> dict[str, str]:
         """These settings as the environment `from_env` reads back: the contract's one writer.
@@ -145,6 +154,8 @@ class Settings:
         if self.key_region is not None:
             env[KEY_REGION_ENV] = self.key_region
             env[REGIONS_ENV] = _names_text(self.regions)
+        if self.dead_letter_topic is not None:
+            env[DEAD_LETTER_TOPIC_ENV] = self.dead_letter_topic
         return env
 
     def keyed_region(self, delivered: str) -> str:
@@ -206,6 +217,15 @@ class Settings:
                 )
             return value
 
+        def dead_letter_topic() -> str | None:
+            value = env.get(DEAD_LETTER_TOPIC_ENV, "").strip()
+            if value and not DEAD_LETTER_TOPIC.fullmatch(value):
+                raise ConfigError(
+                    f"{DEAD_LETTER_TOPIC_ENV}: {value!r} is not a Pub/Sub topic name "
+                    "(projects/PROJECT/topics/TOPIC)"
+                )
+            return value or None
+
         manual = env.get(MANUAL_RUNS_ENV, ManualRuns.SEPARATE.value).strip()
         if manual not in facts.MANUAL_RUN_MODES:
             choices = ", ".join(facts.MANUAL_RUN_MODES)
@@ -239,6 +259,7 @@ class Settings:
             allowed_invoker_ids=names(ALLOWED_INVOKER_IDS_ENV),
             key_region=env.get(KEY_REGION_ENV, "").strip() or None,
             regions=names(REGIONS_ENV),
+            dead_letter_topic=dead_letter_topic(),
         )
         _check_regions(settings)
         if settings.retention <= settings.lease:

@@ -414,6 +414,16 @@ OUTCOME_OVERLAP_SKIPPED = "overlap_skipped"
 OUTCOME_OVERLAP_DELAYED = "overlap_delayed"
 # A delivery (or a backfill's run) of a run another attempt holds under a live lease.
 OUTCOME_DUPLICATE_IN_PROGRESS = "duplicate_in_progress"
+# A delivery of a time outside its job's active window (`startAt`/`endAt`): answered 2xx,
+# nothing written, never run.
+OUTCOME_OUTSIDE_WINDOW = "outside_window"
+# A delivery of a suspended job (`suspendAfterFailures`, `ops suspend`): answered 2xx, the
+# run recorded `suspended`, never run; and the audit's one finding when a suspension begins.
+OUTCOME_SUSPENDED = "suspended"
+OUTCOME_JOB_SUSPENDED = "job_suspended"
+# The field of a run's final log line giving how long after its schedule time its attempt
+# claimed it (seconds): the `<prefix>-start-lag` metric and the start-lag alert read it.
+START_LAG_FIELD = "start_lag_s"
 
 # --- the overlap policy ---------------------------------------------------------------------
 

@@ -12,6 +12,11 @@ outside the repo read it): a JSON list with one object per Cloud Scheduler job,
 false, `catchUpMaxAgeSeconds` to one hour and `paused` (the stack created the
 Scheduler job paused: its times are neither judged nor caught up) to false,
 `overlap` (`runledger.ledger.overlap`: allow, skip or delay) to allow.
+`startAt` and `endAt` (RFC 3339 with an offset, both optional) bound the job's
+active window: a time outside it is never expected by the audit and, if
+delivered, answered `outside_window` and not run (`JobSchedule.in_window`).
+`suspendAfterFailures` (1 to 1000, optional) suspends the job after that many
+scheduled runs in a row failed for good (`runledger.ledger.suspension`).
 Unknown keys are refused, so a typo cannot silently switch a feature off.
 Unset or empty means no schedules: the audit then has nothing to check.
 """
@@ -20,9 +25,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -63,7 +69,33 @@ _OPTIONAL = (
     "paused",
     "overlap",
     "body",
+    "startAt",
+    "endAt",
+    "suspendAfterFailures",
 )
+# The most consecutive failures a job may wait for before it is suspended.
+MAX_SUSPEND_AFTER = 1000
+# A window bound: RFC 3339 with its UTC offset (`Z` or +HH:MM), so it names one instant
+# whatever the job's time zone, never a wall time a daylight-saving change moves.
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
+
+
+def window_instant(value: object) -> datetime:
+    """A `startAt`/`endAt` value as an aware datetime; ValueError (saying what is wanted) if not."""
+    if not isinstance(value, str) or not _INSTANT.fullmatch(value):
+        raise ValueError(f"{value!r} is not an RFC 3339 time with an offset (2026-05-01T00:00:00Z)")
+    text = re.sub(r"(\.\d{6})\d+", r"\1", value)  # fromisoformat takes at most microseconds
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid date and time") from None
+
+
+def window_problem(start_at: datetime | None, end_at: datetime | None) -> str | None:
+    """Why a window cannot hold a single time, or None: it must end after it starts."""
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        return f"endAt {end_at.isoformat()} is not after startAt {start_at.isoformat()}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -82,10 +114,30 @@ class JobSchedule:
     # The body the Scheduler job sends (its `body` in stack config), for the runs the
     # handler starts itself: a catch-up or a backfill reaches the job as a delivery would.
     body: str | None = None
+    # The active window (`startAt`/`endAt`, inclusive): None is open on that side.
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    # `suspendAfterFailures`: None, no suspension (nor a read of one on each delivery).
+    suspend_after: int | None = None
 
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.time_zone)
+
+    @property
+    def windowed(self) -> bool:
+        return self.start_at is not None or self.end_at is not None
+
+    def in_window(self, instant: datetime) -> bool:
+        """Whether a time (the run's schedule time) falls in the job's active window.
+
+        Both ends count as inside (Temporal's spec start and end times do too).
+        A wall time a daylight-saving change repeats is judged by its first
+        instant, the one its run is keyed by (`delivery.identify.wall_time_instant`).
+        """
+        return (self.start_at is None or self.start_at <= instant) and (
+            self.end_at is None or instant <= self.end_at
+        )
 
 
 @dataclass(frozen=True)
@@ -191,8 +243,39 @@ def _entry(index: int, entry: Any, audit_job: str) -> JobSchedule:
     body = entry.get("body")
     if body is not None and not isinstance(body, str):
         raise ConfigError(f"{where}: body {body!r} is not a string")
+    bounds: dict[str, datetime | None] = {}
+    for name in ("startAt", "endAt"):
+        try:
+            bounds[name] = None if name not in entry else window_instant(entry[name])
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {name} {exc}") from None
+    problem = window_problem(bounds["startAt"], bounds["endAt"])
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    suspend_after = entry.get("suspendAfterFailures")
+    if suspend_after is not None and (
+        isinstance(suspend_after, bool)
+        or not isinstance(suspend_after, int)
+        or not 1 <= suspend_after <= MAX_SUSPEND_AFTER
+    ):
+        raise ConfigError(
+            f"{where}: suspendAfterFailures {suspend_after!r} is not a whole number "
+            f"from 1 to {MAX_SUSPEND_AFTER}"
+        )
     return JobSchedule(
-        job, schedule, time_zone, window, deadline, catch_up, max_age, paused, overlap, body
+        job,
+        schedule,
+        time_zone,
+        window,
+        deadline,
+        catch_up,
+        max_age,
+        paused,
+        overlap,
+        body,
+        bounds["startAt"],
+        bounds["endAt"],
+        suspend_after,
     )
 
 
@@ -208,14 +291,17 @@ def schedule_entry(
     paused: bool = False,
     overlap: str = OVERLAP_ALLOW,
     body: str | None = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    suspend_after: int | None = None,
 ) -> dict[str, object]:
     """One job's entry of DEDUP_SCHEDULES, as `parse_schedules` reads it: its one builder.
 
     The retry window is written in whole seconds, rounded up, so the audit
     never judges a run too early. `catch_up`/`catch_up_max_age_s` left None are
     left out (the parser's defaults apply); `paused` is written only when set,
-    `overlap` only when not allow and `body` only when the job sends one, so every
-    other entry stays as it was.
+    `overlap` only when not allow, `body` only when the job sends one and each
+    window bound and `suspendAfterFailures` only when set, so every other entry stays as it was.
     """
     entry: dict[str, object] = {
         "id": job_id,
@@ -234,6 +320,12 @@ def schedule_entry(
         entry["overlap"] = overlap
     if body is not None:
         entry["body"] = body
+    if start_at is not None:
+        entry["startAt"] = start_at.isoformat()
+    if end_at is not None:
+        entry["endAt"] = end_at.isoformat()
+    if suspend_after is not None:
+        entry["suspendAfterFailures"] = suspend_after
     return entry
 
 

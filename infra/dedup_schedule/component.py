@@ -20,7 +20,8 @@ Security model, each grant on the narrowest resource that works:
   plus, per job with a proxy `target`, the right to run that one Cloud Run job or to
   start workflows in the workflow's project (Workflows allows nothing narrower); with
   the audit on, a custom role holding only cloudscheduler.jobs.list on the project
-  (Scheduler grants go no lower) so the audit lists the jobs' live state;
+  (Scheduler grants go no lower) so the audit lists the jobs' live state; with
+  `deadLetterTopic`, roles/pubsub.publisher on that one topic (`dead_letters.py`);
 * invoker account: `roles/run.invoker` on this one Cloud Run service, nothing else;
 * Cloud Scheduler service agent: nothing (its own role mints the OIDC tokens);
 * build account: writes the image to this stack's own repository, reads the source,
@@ -37,6 +38,7 @@ from pathlib import Path
 import pulumi
 
 from dedup_schedule.config.model import ScheduleConfig
+from dedup_schedule.dead_letters import dead_letter_topic
 from dedup_schedule.handler_service import HandlerService, HandlerServiceArgs
 from dedup_schedule.ledger import RunLedger, RunLedgerArgs
 from dedup_schedule.monitoring.component import RunMonitoring, RunMonitoringArgs
@@ -141,6 +143,7 @@ class DedupSchedule(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, depends_on=after_first),
             )
         handler, jobs = handlers[cfg.region], regional_jobs[cfg.region]
+        dead_letter_topic(cfg, runtime.member, apis, self)
         monitoring = RunMonitoring(
             f"{prefix}-monitoring",
             RunMonitoringArgs(

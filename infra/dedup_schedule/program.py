@@ -8,6 +8,7 @@ builds one `DedupSchedule` and exports what users need.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ def deploy(program_dir: Path) -> None:
         # A clean one-line failure instead of a Python traceback in `pulumi up`.
         raise pulumi.RunError(str(error)) from None
 
+    for warning in config.window_warnings(datetime.now(UTC)):
+        pulumi.log.warn(warning)
     for job_id in unscheduled:
         pulumi.log.warn(
             f"{config.handler_dir}/jobs.py: JOBS defines {job_id!r}, which no entry of "

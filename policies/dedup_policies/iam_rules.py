@@ -68,6 +68,34 @@ DEFAULT_PERMISSIONS = (*LEDGER_PERMISSIONS, *SCHEDULER_READ_PERMISSIONS, *PAUSE_
 CONDITIONAL_ROLES = ("roles/storage.objectViewer", "roles/storage.objectAdmin")
 
 
+# Predefined roles holding pubsub.topics.publish: granted on the project, each lets the
+# member publish to every topic in it ("Pub/Sub roles and permissions"). The dead-letter
+# topic's publisher is granted on that topic alone (pubsub.TopicIAMMember).
+PUBSUB_PUBLISH_ROLES = frozenset(
+    {"roles/pubsub.publisher", "roles/pubsub.editor", "roles/pubsub.admin"}
+)
+
+
+def _publisher_on_topic(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type not in types.PROJECT_IAM_TYPES:
+        return
+    for role in sorted({role for role, _ in grants(args.props)} & PUBSUB_PUBLISH_ROLES):
+        report(
+            f"{role} on the project lets its member publish to every topic in it; grant "
+            "roles/pubsub.publisher on the one topic (pubsub.TopicIAMMember), as the stack "
+            "does for its dead-letter topic (deadLetterTopic).",
+            None,
+        )
+
+
+pubsub_publisher_on_topic = ResourceValidationPolicy(
+    name="iam-pubsub-publisher-on-topic",
+    description="Pub/Sub publishing is granted on a topic, never project-wide.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=_publisher_on_topic,
+)
+
+
 def _no_primitive_roles(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not types.is_iam_grant(args.resource_type):
         return
@@ -216,6 +244,8 @@ def _role_problem(
     role = grant.role or ""
     if role in PRIMITIVE_ROLES:
         return None  # iam-no-primitive-roles reports it: one problem, one violation
+    if role in PUBSUB_PUBLISH_ROLES:
+        return None  # iam-pubsub-publisher-on-topic reports it
     if role in allowed_roles or (grant.conditional and role in conditional_roles):
         return None
     if role in conditional_roles:
@@ -314,4 +344,4 @@ project_grants_least_privilege = StackValidationPolicy(
     validate=_project_grants,
 )
 
-POLICIES = [no_primitive_roles, project_grants_least_privilege]
+POLICIES = [no_primitive_roles, project_grants_least_privilege, pubsub_publisher_on_topic]

@@ -35,7 +35,7 @@ INSTALL_HINT = (
 
 
 class EmulatorMissing(RuntimeError):
-    """The Firestore emulator (or the java it needs) is not installed."""
+    """An emulator (Firestore's, Pub/Sub's) or the java it needs is not installed."""
 
 
 def free_port() -> int:
@@ -44,7 +44,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _sdk_roots() -> list[Path]:
+def sdk_roots() -> list[Path]:
+    """Where a Google Cloud SDK may be: $CLOUDSDK_ROOT_DIR, gcloud's own, the usual places."""
     roots = []
     if env_root := os.environ.get("CLOUDSDK_ROOT_DIR"):
         roots.append(Path(env_root))
@@ -58,7 +59,7 @@ def find_emulator_jar() -> Path:
     """Locate the emulator jar, or raise `EmulatorMissing` with an install hint."""
     if shutil.which("java") is None:
         raise EmulatorMissing(f"java not found on PATH: {INSTALL_HINT}")
-    for root in _sdk_roots():
+    for root in sdk_roots():
         jar = root / JAR_RELATIVE
         if jar.is_file():
             return jar
@@ -94,19 +95,24 @@ class FirestoreEmulator(ServiceProcess):
         """Variables that point the Firestore client library at this emulator."""
         return {"FIRESTORE_EMULATOR_HOST": self.host, "GOOGLE_CLOUD_PROJECT": self.project}
 
-    @contextlib.contextmanager
-    def as_process_env(self) -> Iterator[None]:
+    def as_process_env(self) -> contextlib.AbstractContextManager[None]:
         """Point this process's Firestore clients at the emulator, restoring the env after."""
-        saved = {key: os.environ.get(key) for key in self.env()}
-        os.environ.update(self.env())
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        return process_env(self.env())
+
+
+@contextlib.contextmanager
+def process_env(values: dict[str, str]) -> Iterator[None]:
+    """Set `values` in this process's environment for the block, restoring it after."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # Printed once the emulator has bound its port. A "GET /" alone could be answered
@@ -117,13 +123,21 @@ _RUNNING_LINE = "Dev App Server is now running."
 
 
 def _wait_ready(emulator: FirestoreEmulator, deadline_s: float) -> bool:
+    return wait_ready(emulator, _RUNNING_LINE, f"{emulator.base_url}/", deadline_s)
+
+
+def wait_ready(service: ServiceProcess, running_line: str, url: str, deadline_s: float) -> bool:
+    """Whether `service` logged `running_line` and `url` answers `Ok` within the deadline.
+
+    False as soon as the process exits (a taken port makes an emulator exit).
+    """
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        if not emulator.is_running():
+        if not service.is_running():
             return False
-        if _RUNNING_LINE in emulator.log():
+        if running_line in service.log():
             try:
-                with urllib.request.urlopen(f"{emulator.base_url}/", timeout=1) as response:
+                with urllib.request.urlopen(url, timeout=1) as response:
                     if response.read().strip() == b"Ok":
                         return True
             except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -325,6 +325,13 @@ def _iam_member(name: str, inputs: dict, project: str, location: str) -> tuple[s
     return f"{name}-binding", {"etag": "BwYmockEtag="}
 
 
+def _topic(name: str, inputs: dict, project: str, location: str) -> tuple[str, dict]:
+    # The provider's id for a topic: "projects/{{project}}/topics/{{name}}"
+    # (terraform-provider-google, google/services/pubsub, the topic resource and data source).
+    topic = _text(inputs, "name") or name
+    return f"projects/{project}/topics/{topic}", {"name": topic, "project": project}
+
+
 _COMPUTED = {
     "gcp:serviceaccount/account:Account": _account,
     "gcp:cloudfunctionsv2/function:Function": _function,
@@ -348,4 +355,6 @@ _COMPUTED = {
     "gcp:storage/bucketIAMMember:BucketIAMMember": _iam_member,
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": _iam_member,
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": _iam_member,
+    "gcp:pubsub/topic:Topic": _topic,
+    "gcp:pubsub/topicIAMMember:TopicIAMMember": _iam_member,
 }

@@ -133,6 +133,7 @@ def test_bench_runs_end_to_end_with_sane_numbers(firestore_emulator):
         "Audit cost",
         "Audit from watermarks",
         "Targets",
+        "simulated h / wall s",
     ):
         assert section in table
     assert f"{FIRST_STREAM}, RTT {RTT_MS:g} ms, p50" in table

@@ -29,7 +29,7 @@ from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
 from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
-from runledger.service.app import App, Response
+from runledger.service.app import App, Response, dead_letters
 from tests.stacks import HANDLER_DIR
 
 T0 = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
@@ -168,10 +168,12 @@ def make_app(
     """An app whose leases renew only when the test runs `renewals.run_due()`.
 
     With `audit`, it serves the audit job as `App.from_env` does (`live`: the jobs' live
-    state; `backfills`: the backfill requests its audit runs).
+    state; `backfills`: the backfill requests its audit runs). DEDUP_DEAD_LETTER_TOPIC in
+    `env` publishes its final failures to Pub/Sub, as `App.from_env` does.
     """
+    config = settings(**env)
     return App(
-        settings(**env),
+        config,
         jobs,
         lambda: store,
         clock=clock,
@@ -181,6 +183,7 @@ def make_app(
         live=live,
         backfills=backfills,
         monotonic=monotonic,
+        dead_letters=dead_letters(config, None),
     )
 
 

@@ -146,19 +146,32 @@ def test_a_spring_forward_day_runs_a_delivery_in_the_gap_once_and_expects_none(f
 
 
 def test_the_smallest_accepted_look_back_judges_a_repeated_wall_time(firestore_store):
-    """Audits every 30 minutes with a look-back of the interval plus one run's settling time
-    (what the plan accepts at the least: `config_audit.check_audit`) judge 02:30 once settled,
-    though it settles from its second instant, an hour after its first."""
+    """Audits every 30 minutes with a look-back of the interval, one run's settling time and
+    the repeated hour (what the plan accepts at the least: `audit_parser.check_audit`) judge
+    02:30 once settled, though it settles from its second instant, an hour after its first."""
     executions: Counter = Counter()
     clock = FakeClock(datetime(2026, 10, 24, 22, 0, tzinfo=UTC))
     _, audit = berlin_app(firestore_store, "30 2 * * *", clock, executions)
-    lookback = timedelta(minutes=30) + WINDOW + LEASE + MAX_CLOCK_SKEW
+    lookback = timedelta(minutes=30) + WINDOW + LEASE + MAX_CLOCK_SKEW + timedelta(hours=1)
     judged = []
     for _ in range(12):
         clock.advance(minutes=30)
         judged += [f.schedule_time for f in audit.run(lookback).findings]
 
     assert judged == [datetime(2026, 10, 25, 0, 30, tzinfo=UTC)]  # missed: nothing ran
+
+
+def test_a_repeated_wall_time_whose_first_instant_left_the_look_back_is_not_judged(
+    firestore_store,
+):
+    """Its record expires from its first instant, so past it the run may read as absent:
+    reporting it missed would report a run that ran (the simulator's seed 21, TTL)."""
+    executions: Counter = Counter()
+    clock = FakeClock(datetime(2026, 10, 24, 22, 0, tzinfo=UTC))
+    _, audit = berlin_app(firestore_store, "30 2 * * *", clock, executions)
+    # No record: as a run that completed at its first instant reads once TTL deleted it.
+    clock.advance(hours=4, minutes=30)  # 02:30 CEST is 2 h back, 02:30 CET 1 h
+    assert audit.run(timedelta(minutes=90)).findings == []
 
 
 def test_the_audit_delivery_names_the_berlin_run_once(firestore_store, capsys):

@@ -23,13 +23,15 @@ from tests.stacks import HANDLER_DIR, REPO_ROOT
 
 RECENT = "2026-10-16T12:00:00Z"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-# Only the audit (croniter, its Scheduler listing and pause log), backfills, the
-# operator CLI, the overlap slots of a job with a policy and the proxy targets (Run
-# and Workflows clients) need these; every cold start of a delivery would pay them.
+# Only the audit (croniter, its Scheduler listing and pause log), backfills, a dead
+# letter's publish, the operator CLI, the overlap slots of a job with a policy and the
+# proxy targets (Run and Workflows clients) need these; every cold start of a delivery
+# would pay them.
 NOT_ON_A_DELIVERY = (
     "croniter",
     "google.cloud.logging",
     "google.cloud.logging_v2",
+    "google.cloud.pubsub_v1",
     "google.cloud.scheduler",
     "google.cloud.scheduler_v1",
     "google.cloud.workflows",

@@ -423,6 +423,7 @@ def test_every_alert_watches_a_log_metric_of_the_handlers_lines(run) -> None:
         "dedup-latency",
         "dedup-outlived-deadline",
         "dedup-audits",
+        "dedup-start-lag",
     }
     for metric in metrics.values():
         # Only this stack's function: its Cloud Run service carries the function's name.
@@ -548,6 +549,50 @@ def test_the_dashboard_charts_runs_attempts_and_latency(run) -> None:
     outlived = charts["Runs past their attempt deadline (Scheduler gave up on the attempt), by job"]
     assert "user/dedup-outlived-deadline" in outlived["filter"]
     assert outlived["aggregation"]["groupByFields"] == ["metric.label.job"]
+    lag = charts["Start lag in s (99th percentile): schedule time to claim, by job"]
+    assert "user/dedup-start-lag" in lag["filter"]
+    assert lag["aggregation"]["crossSeriesReducer"] == "REDUCE_PERCENTILE_99"
+
+
+def test_start_lag_is_a_distribution_of_the_field_each_claim_logs(run, capsys) -> None:
+    metrics = {r.inputs["name"]: r.inputs for r in run() if r.type == METRIC}
+    lag = metrics["dedup-start-lag"]
+
+    assert lag["valueExtractor"] == f"EXTRACT(jsonPayload.{facts.START_LAG_FIELD})"
+    assert lag["metricDescriptor"]["valueType"] == "DISTRIBUTION"
+    assert lag["filter"].endswith(f" AND jsonPayload.{facts.START_LAG_FIELD}:*")
+    # The handler's line of a claimed run carries the field the metric extracts.
+    clock = FakeClock(datetime(2026, 10, 16, 12, 0, 42, tzinfo=UTC))
+    deliver(make_app(MemoryRunStore(), {"nightly-report": lambda _ctx: None}, clock))
+    (line,) = logged(capsys)
+    assert (line["outcome"], line[facts.START_LAG_FIELD]) == ("completed", 42.0)
+
+
+def test_the_start_lag_alert_pages_per_job_past_the_configured_seconds(run) -> None:
+    resources = run(alerts={"startLagSeconds": 900})
+    metrics = {r.inputs["name"]: r for r in resources if r.type == METRIC}
+    policies = {r.inputs["displayName"]: r for r in resources if r.type == POLICY}
+
+    late = metrics["dedup-late-starts"].inputs
+    assert late["filter"].endswith(f" AND jsonPayload.{facts.START_LAG_FIELD}>900")
+    assert late["labelExtractors"] == {"job": "EXTRACT(jsonPayload.job)"}
+    (condition,) = conditions(policies["dedup: Run started late"])
+    threshold = condition["conditionThreshold"]
+    assert "user/dedup-late-starts" in threshold["filter"]
+    assert threshold["thresholdValue"] == 0
+    assert threshold["aggregations"][0]["groupByFields"] == ["metric.label.job"]
+    assert metrics["dedup-late-starts"].urn in policies["dedup: Run started late"].dependencies
+    link = "docs/runbook.md#alert-run-started-late"
+    content = policies["dedup: Run started late"].inputs["documentation"]["content"]
+    assert content.endswith(f"\n\nRunbook: [{link}]({link})")
+    # Off by default: no counter, no policy.
+    assert "dedup-late-starts" not in {r.inputs["name"] for r in run() if r.type == METRIC}
+
+
+@pytest.mark.parametrize("value", [0, -5, "soon", 7 * 86400 + 1])
+def test_a_bad_start_lag_threshold_names_its_key(run, value) -> None:
+    with pytest.raises(ProgramFailed, match=r"alerts\.startLagSeconds: "):
+        run(alerts={"startLagSeconds": value})
 
 
 # --- the outcome names the alerts count are the handler's -----------------------------------
@@ -588,6 +633,7 @@ def test_audit_lines_carry_the_outcomes_the_metrics_count() -> None:
         *facts.MISSED_RUN_OUTCOMES,
         facts.OUTCOME_RUN_FAILED,
         *facts.JOB_FINDING_OUTCOMES,
+        facts.OUTCOME_JOB_SUSPENDED,
     }
     stream = io.StringIO()
     now = datetime(2026, 10, 16, tzinfo=UTC)
@@ -709,7 +755,7 @@ def test_the_dashboard_json_has_no_zero_or_empty_field(run) -> None:
 
     assert defaults(layout, "") == []
     tiles = layout["mosaicLayout"]["tiles"]
-    assert len(tiles) == 6
+    assert len(tiles) == 7
     assert "xPos" not in tiles[0] and "yPos" not in tiles[0]
     assert (tiles[3]["xPos"], tiles[3]["yPos"]) == (24, 16)
     audits = tiles[5]["widget"]["xyChart"]["dataSets"][0]["timeSeriesQuery"]["timeSeriesFilter"]
@@ -763,3 +809,16 @@ def test_the_example_plan_grants_no_predefined_scheduler_role() -> None:
     assert result.returncode == 0, result.stderr
     assert "roles/cloudscheduler." not in result.stdout
     assert "permissions: [cloudscheduler.jobs.list]" in result.stdout
+
+
+def test_a_look_back_must_span_the_hour_a_jobs_zone_repeats() -> None:
+    """A repeated wall time settles an hour after its record's first instant: with a
+    retention short enough for TTL to matter, a shorter look-back judged it after its
+    record was gone (the simulator's seed 39, `ttl_deletion`)."""
+    job = {"id": "a", "schedule": "0 2 * * *"}
+    audit = {"lookback": "90m"}
+    parse_config(minimal(jobs=[job | {"timeZone": "UTC"}], audit=audit))
+    with pytest.raises(ConfigError) as caught:
+        parse_config(minimal(jobs=[job | {"timeZone": "Europe/Berlin"}], audit=audit))
+    assert "is too short to judge every run once" in str(caught.value)
+    assert "retry window + lease + a repeated hour" in str(caught.value)

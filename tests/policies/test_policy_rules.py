@@ -16,6 +16,7 @@ from policy_stack import (
     PROJECT,
     REGION,
     RUN_SERVICE_URL,
+    RUNTIME_MEMBER,
     RUNTIME_SA,
     compliant_stack,
     edit,
@@ -533,6 +534,21 @@ VARIANTS = [
         "roles/editor is a primitive role",
     ),
     Variant(
+        # The dead-letter topic's publisher, granted on the whole project.
+        "project-wide-pubsub-publisher",
+        add(project_grant("publisher-grant", "roles/pubsub.publisher")),
+        {"iam-pubsub-publisher-on-topic": MANDATORY},
+        "publisher-grant",
+        "grant roles/pubsub.publisher on the one topic (pubsub.TopicIAMMember)",
+    ),
+    Variant(
+        "project-wide-pubsub-editor-to-anyone",
+        add(project_grant("pubsub-editor-grant", "roles/pubsub.editor", "user:ops@example.com")),
+        {"iam-pubsub-publisher-on-topic": MANDATORY},
+        "pubsub-editor-grant",
+        "roles/pubsub.editor on the project lets its member publish to every topic",
+    ),
+    Variant(
         "predefined-datastore-role",
         add(project_grant("datastore-grant", "roles/datastore.user")),
         {"iam-project-grants-least-privilege": MANDATORY},
@@ -738,6 +754,23 @@ def test_workflow_target_grant_on_the_project_is_allowed_as_it_must_be(
     )
     assert diagnostic.policy == "iam-project-grants-least-privilege"
     assert "roles/workflows.invoker is broader than the design needs" in diagnostic.message
+
+
+def test_a_publisher_grant_on_the_dead_letter_topic_is_silent(
+    stack: list[StackResource], check
+) -> None:
+    stack.append(
+        resource(
+            "gcp:pubsub/topicIAMMember:TopicIAMMember",
+            "demo-dead-letters-publisher",
+            {
+                "topic": f"projects/{PROJECT}/topics/scheduler-dead-letters",
+                "role": "roles/pubsub.publisher",
+                "member": RUNTIME_MEMBER,
+            },
+        )
+    )
+    assert check(stack) == []
 
 
 def test_every_policy_has_a_firing_variant(pack) -> None:

@@ -25,6 +25,8 @@ MAX_READS = 20_000
 # scanning local wall-clock time this much beyond the window catches every
 # schedule time that falls inside it.
 _MAX_OFFSET_CHANGE = timedelta(hours=3)
+# Less than any two schedule times apart: (start - _TINY, ...] includes start itself.
+_TINY = timedelta(microseconds=1)
 
 
 class AuditTooLarge(Exception):
@@ -128,11 +130,37 @@ def schedule_instants(
 
 
 def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[ExpectedRun]:
-    """`job`'s scheduled times in (start, end], oldest first (a repeated one by either instant)."""
+    """`job`'s scheduled times in (start, end], oldest first (a repeated one by either instant).
+
+    Only the times in the job's active window (`startAt`/`endAt`): the others are never
+    expected, so never missed nor caught up, nor backfilled, nor shown as next.
+    """
+    if job.start_at is not None:
+        if end < job.start_at:
+            return []
+        start = max(start, job.start_at - _TINY)
+    # A wall time the clocks repeat is in the window by its first instant, and listed by
+    # its last: so the listing's end stays, and only a start past every such time is empty.
+    if job.end_at is not None and start >= job.end_at + _MAX_OFFSET_CHANGE:
+        return []
     return [
         ExpectedRun(job, instants)
         for instants in schedule_instants(job.schedule, job.zone, start, end)
+        if job.in_window(instants[0])
     ]
+
+
+def _in_window(job: JobSchedule, start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """(start, end] narrowed to the job's active window (its bounds inclusive), by first instants.
+
+    For a lower bound on the times in it only: a repeated wall time whose first instant
+    is inside may be listed by a later one (`schedule_times`).
+    """
+    if job.start_at is not None:
+        start = max(start, job.start_at - _TINY)
+    if job.end_at is not None:
+        end = min(end, job.end_at)
+    return start, end
 
 
 def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> int:
@@ -146,6 +174,9 @@ def least_schedule_times(job: JobSchedule, start: datetime, end: datetime) -> in
     """
     from croniter import croniter  # only the audit lists times: off a delivery's imports
 
+    start, end = _in_window(job, start, end)
+    if end <= start:
+        return 0
     minutes, hours, days, months, weekdays = croniter(job.schedule).expanded
     if days != ["*"] or months != ["*"]:
         return 0
@@ -214,3 +245,15 @@ def expected_runs(
         if sum(len(run.instants) for run in runs) > MAX_READS:
             raise _too_large(schedules, start, end)
     return runs
+
+
+def repeated_s(zone: str) -> int:
+    """How long a daylight-saving change of `zone` repeats the clocks, in seconds (0: none).
+
+    The difference of its UTC offsets half a year apart, which covers either hemisphere.
+    A wall time the clocks repeat is one run, recorded from its first instant and settled
+    from its last, so the audit's look-back must span this too.
+    """
+    tz = ZoneInfo(zone)
+    offsets = [datetime(2026, month, 1, tzinfo=tz).utcoffset() or timedelta(0) for month in (1, 7)]
+    return int(abs((offsets[0] - offsets[1]).total_seconds()))

@@ -31,10 +31,17 @@ class Finding(StrEnum):
     # The job's pause log disagrees with its live state or the last audit's sighting:
     # its runs are judged as of unknown state (`audit.pauses`).
     PAUSE_LOG_DISAGREES = "pause_log_disagrees"
+    # One per suspension of a job (`ledger.suspension`), logged once when it begins.
+    SUSPENDED = "suspended"
 
     @property
     def per_job(self) -> bool:
-        return self in (Finding.DRIFTED, Finding.UNAUDITABLE, Finding.PAUSE_LOG_DISAGREES)
+        return self in (
+            Finding.DRIFTED,
+            Finding.UNAUDITABLE,
+            Finding.PAUSE_LOG_DISAGREES,
+            Finding.SUSPENDED,
+        )
 
     @property
     def outcome(self) -> str:
@@ -50,6 +57,7 @@ _OUTCOMES = {
     Finding.DRIFTED: facts.OUTCOME_JOB_DRIFTED,
     Finding.UNAUDITABLE: facts.OUTCOME_JOB_UNAUDITABLE,
     Finding.PAUSE_LOG_DISAGREES: facts.OUTCOME_JOB_PAUSE_LOG_DISAGREES,
+    Finding.SUSPENDED: facts.OUTCOME_JOB_SUSPENDED,
 }
 
 
@@ -109,6 +117,9 @@ class AuditReport:
     paused: tuple[PausedJob, ...] = ()
     paused_runs: int = 0  # schedule times of paused jobs: deliberately not run, not judged
     skipped: int = 0  # runs an overlap policy skipped: deliberately not run, not findings
+    suspended_runs: int = 0  # runs recorded suspended (their job was): deliberately not run
+    # The jobs suspended now (`ledger.suspension`): job id -> who, since when, the note.
+    suspended: tuple[tuple[str, str], ...] = ()
     # Why Cloud Scheduler was not read; None: read. Absent (a local run): job states come
     # from DEDUP_SCHEDULES; else they are unknown (`audit.pauses`).
     scheduler_unread: str | None = None
@@ -143,6 +154,16 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def not_run(records: Sequence[RunRecord]) -> bool:
+    """Whether a time's records say it was deliberately not run: skipped, or suspended."""
+    return skipped(records) or suspended(records)
+
+
+def suspended(records: Sequence[RunRecord]) -> bool:
+    """Whether a time's records say its job was suspended: deliberately not run."""
+    return any(record.status is Status.SUSPENDED for record in records)
+
+
 def judge(
     run: ExpectedRun, records: Sequence[RunRecord], now: datetime, lease: timedelta
 ) -> Finding | None:
@@ -151,7 +172,7 @@ def judge(
         return None
     if not records:
         return Finding.MISSED
-    if any(record.status is Status.COMPLETED for record in records) or skipped(records):
+    if any(record.status is Status.COMPLETED for record in records) or not_run(records):
         return None
     record = records[0]
     if record.status is Status.IN_PROGRESS:

@@ -25,6 +25,7 @@ _SEVERITY = {
     Finding.DRIFTED: "ERROR",
     Finding.UNAUDITABLE: "ERROR",
     Finding.PAUSE_LOG_DISAGREES: "WARNING",
+    Finding.SUSPENDED: "WARNING",
 }
 
 
@@ -100,6 +101,8 @@ def log_summary(
         ],
         paused_runs=report.paused_runs,
         skipped=report.skipped,
+        suspended_runs=report.suspended_runs,
+        suspended_jobs=[{"job": job, "detail": detail} for job, detail in report.suspended],
         open=len(report.open),
         open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
         deferred=report.deferred,
@@ -132,4 +135,7 @@ def summary_text(report: AuditReport) -> str:
         text += f"; paused (not run, not findings): {shown}"
     if report.skipped:
         text += f"; {report.skipped} run(s) skipped by their overlap policy (not findings)"
+    if report.suspended:
+        shown = ", ".join(f"{job} ({detail})" for job, detail in report.suspended)
+        text += f"; suspended (not run, not findings): {shown}"
     return f"{text}; {report.job_states}"

@@ -67,7 +67,15 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, listed_runs
-from runledger.audit.findings import AuditFinding, AuditReport, Finding, PausedJob, judge
+from runledger.audit.findings import (
+    AuditFinding,
+    AuditReport,
+    Finding,
+    PausedJob,
+    judge,
+    not_run,
+    suspended,
+)
 from runledger.audit.pauses import (
     State,
     Timeline,
@@ -78,12 +86,15 @@ from runledger.audit.pauses import (
 )
 from runledger.audit.regions import by_region
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
-from runledger.audit.walk import Walk, expired_count, listed_once, present_records
+from runledger.audit.suspensions import SuspensionAccess
+from runledger.audit.suspensions import detail as suspension_detail
+from runledger.audit.walk import Walk, expired_count, in_window, listed_once, present_records
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import RunIdentity
+from runledger.ledger.suspension import Suspension
 from runledger.ledger.watermarks import (
     MAX_OPEN_PER_JOB,
     JobMark,
@@ -131,8 +142,11 @@ class Audit:
         live: Lister | None = None,
         marks: LedgerMarks | None = None,
         emit: Callable[[Sequence[AuditFinding]], None] | None = None,
+        suspensions: SuspensionAccess | None = None,
     ) -> None:
-        """`epochs` (judge the whole look-back), or `marks` and `emit` (logs the findings)."""
+        """`epochs` (judge the whole look-back), or `marks` and `emit` (logs the findings).
+
+        `suspensions`: the jobs' suspensions (`audit.suspensions`; None: not read)."""
         if (epochs is None) == (marks is None) or (marks is None) != (emit is None):
             raise TypeError("Audit takes epochs, or marks with emit")
         self._settings = settings
@@ -144,6 +158,7 @@ class Audit:
         self._emit = emit
         self._catch_up = catch_up
         self._live = live
+        self._suspensions = suspensions
         # Each job's state over this audit's window (`audit.pauses`), set by `run`.
         self._lines: dict[str, Timeline] = {}
 
@@ -198,6 +213,12 @@ class Audit:
             for schedule in judged
             if self._lines[schedule.id].at(now) is State.PAUSED
         ]
+        on_hold = self._held(judged)
+        findings += [
+            _job_finding(job, Finding.SUSPENDED, suspension_detail(state))
+            for job, state in on_hold.items()
+            if self._marks is None or state.reported_at is None
+        ]
         base = AuditReport(
             window_start=start,
             window_end=now,
@@ -211,25 +232,33 @@ class Audit:
             scheduler_unread=unread,
             scheduler_absent=absent,
             history_unread=history_unread(schedules, live),
+            suspended=tuple((job, suspension_detail(state)) for job, state in on_hold.items()),
         )
         if self._marks is not None:
             assert self._emit is not None  # given with marks, checked on construction
-            return self._run_marked(self._marks, self._emit, base, judged, states, live)
+            report = self._run_marked(self._marks, self._emit, base, judged, states, live)
+            self._settle_suspensions(on_hold, report)
+            return report
         assert self._epochs is not None  # one of the two, checked on construction
         listed, failures = listed_runs(judged, start, now)  # refuses an audit too large, unread
         for job_id, reason in failures.items():
             findings.append(_job_finding(job_id, Finding.UNAUDITABLE, reason))
         epochs = self._epochs(judged, now) if judged else {}
-        runs = [run for run in listed if run.schedule_time >= epochs.get(run.job.id, start)]
+        runs = [
+            run
+            for run in listed
+            if run.schedule_time >= epochs.get(run.job.id, start) and in_window(run, start)
+        ]
         held = [run for run in runs if paused_at(run, self._lines)]
         runs = [run for run in runs if not paused_at(run, self._lines)]
         settled = [run for run in runs if run.settles_at(self._lease) <= now]
         keys = self._keys(settled)
         records = self._read_all(list(keys.values()))
-        skips = 0
+        skips = held_runs = 0
         for run in settled:
             present = present_records(run, records, keys, now)
             skips += skipped([record for _, record in present])
+            held_runs += suspended([record for _, record in present])
             finding = judge(run, [record for _, record in present], now, self._lease)
             if finding is not None:
                 when = present[0][0] if present else run.schedule_time
@@ -243,6 +272,7 @@ class Audit:
             reads=len(judged) + len(keys),
             paused_runs=len(held),
             skipped=skips,
+            suspended_runs=held_runs,
         )
 
     def _keys(self, runs: Sequence[ExpectedRun]) -> dict[tuple[str, datetime], str]:
@@ -280,7 +310,9 @@ class Audit:
             judged_to = None if state.mark is None else state.mark.judged_to
             begin = start if judged_to is None else max(start, judged_to)
             try:
-                listed = listed_once(listings, schedule, begin, now)
+                listed = [
+                    r for r in listed_once(listings, schedule, begin, now) if in_window(r, start)
+                ]
             except Exception as exc:  # croniter's errors have no common base
                 reason = f"{type(exc).__name__}: {exc}"
                 findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
@@ -293,7 +325,7 @@ class Audit:
             reopened = [
                 run
                 for run in kept
-                if run.instants[-1] > start
+                if in_window(ExpectedRun(schedule, run.instants), start)
                 and not paused_at(ExpectedRun(schedule, run.instants), self._lines)
             ]
             # Open runs are read again within the job's share too, oldest first; the
@@ -310,7 +342,7 @@ class Audit:
         new_marks: dict[str, JobMark] = {}
         reported: dict[str, list[AuditFinding]] = {}
         still_open: dict[str, list[AuditFinding]] = {}
-        skips = 0
+        skips = held_runs = 0
         for walk in walks:
             job = walk.job
             keep: list[OpenRun] = []
@@ -321,8 +353,9 @@ class Audit:
                 found = [record for _, record in present]
                 finding = judge(run, found, now, self._lease)
                 skips += before is None and skipped(found)
+                held_runs += before is None and suspended(found)
                 if finding is None:
-                    done = skipped(found) or any(r.status is Status.COMPLETED for r in found)
+                    done = not_run(found) or any(r.status is Status.COMPLETED for r in found)
                     if not done:
                         keep.append(OpenRun(run.instants, None))  # a live lease: look again
                     continue
@@ -373,7 +406,39 @@ class Audit:
             deferred=sum(walk.deferred for walk in walks),
             expired=expired,
             skipped=skips,
+            suspended_runs=held_runs,
         )
+
+    def _held(self, judged: Sequence[JobSchedule]) -> dict[str, Suspension]:
+        """The suspended jobs among `judged` that count failures, by id (one read each)."""
+        gated = [schedule for schedule in judged if schedule.suspend_after is not None]
+        if self._suspensions is None or not gated:
+            return {}
+        found = self._suspensions.read(gated)
+        return {job: state for job, state in found.items() if state.suspended}
+
+    def _settle_suspensions(self, held: Mapping[str, Suspension], report: AuditReport) -> None:
+        """After the finding lines went out: mark new suspensions reported, count failures.
+
+        A failure counted may suspend a job; the next audit logs that suspension's finding.
+        """
+        access = self._suspensions
+        if access is None:
+            return
+        if access.mark is not None:
+            for job, state in held.items():
+                if state.reported_at is None:
+                    access.mark(job, state)
+        if access.count is None:
+            return
+        thresholds = {s.id: s.suspend_after for s in self._settings.schedules}
+        for item in report.findings:
+            threshold = thresholds.get(item.job)
+            if threshold is None or item.schedule_time is None:
+                continue
+            if item.finding in (Finding.FAILED, Finding.RELEASED) and item.catch_up is None:
+                error = None if item.record is None else item.record.error
+                access.count(self.identity(item.job, item.schedule_time), threshold, error)
 
     def _finding(
         self,

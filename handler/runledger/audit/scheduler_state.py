@@ -95,21 +95,27 @@ def scheduler_lister(project: str, region: str, env: Mapping[str, str]) -> Liste
             credentials, _ = google.auth.default(scopes=[SCOPE])
         except auth_exc.DefaultCredentialsError:
             raise SchedulerUnreadable("no application-default credentials") from None
-        session = AuthorizedSession(credentials)
-        url = f"{API}/projects/{project}/locations/{region}/jobs"
-        jobs: dict[str, LiveJob] = {}
-
-        def send(token: str) -> Any:
-            params = {"pageSize": str(PAGE_SIZE)} | ({"pageToken": token} if token else {})
-            return session.get(url, params=params, timeout=CALL_TIMEOUT_S)
-
-        for page in google_pages(send, "jobs.list", "cloudscheduler.jobs.list"):
-            for resource in page.get("jobs", []):
-                job = live_job(resource)
-                jobs[job.id] = job
-        return _with_history(jobs, session, project, region, since)
+        return session_listing(AuthorizedSession(credentials), project, region, since)
 
     return listing
+
+
+def session_listing(session: Any, project: str, region: str, since: datetime) -> dict[str, LiveJob]:
+    """The jobs of `project`/`region` with their pauses and resumes since `since`, read
+    through `session` (an AuthorizedSession, or the simulator's Scheduler and Logging);
+    raises SchedulerUnreadable if the jobs cannot be listed."""
+    url = f"{API}/projects/{project}/locations/{region}/jobs"
+    jobs: dict[str, LiveJob] = {}
+
+    def send(token: str) -> Any:
+        params = {"pageSize": str(PAGE_SIZE)} | ({"pageToken": token} if token else {})
+        return session.get(url, params=params, timeout=CALL_TIMEOUT_S)
+
+    for page in google_pages(send, "jobs.list", "cloudscheduler.jobs.list"):
+        for resource in page.get("jobs", []):
+            job = live_job(resource)
+            jobs[job.id] = job
+    return _with_history(jobs, session, project, region, since)
 
 
 def _with_history(

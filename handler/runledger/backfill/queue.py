@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runledger.audit.findings import rfc3339
-from runledger.backfill.plan import PlannedRun
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, PlannedRun
 from runledger.exceptions import RecordExists, StoreUnavailable, VersionConflict
 
 if TYPE_CHECKING:
@@ -59,13 +59,30 @@ def firestore_backfills(settings: Settings) -> Callable[[], BackfillDocs]:
 
 
 def request_key(
-    project: str, region: str, job: str, start: datetime, end: datetime, include_failed: bool
+    project: str,
+    region: str,
+    job: str,
+    start: datetime,
+    end: datetime,
+    mode: str,
+    newest_first: bool = False,
+    runs: Sequence[PlannedRun] = (),
 ) -> str:
-    """The request's document id: the same backfill asked twice is the same document."""
-    canonical = "\n".join(
-        ["backfill-v1", project, region, job, rfc3339(start), rfc3339(end), str(include_failed)]
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """The request's document id: the same backfill asked twice is the same document.
+
+    `missing` and `failed` oldest first keep the id they had as `--include-failed`
+    False and True. Reruns of completed times (`all`) add their generations, so
+    the same `all` asked again after its reruns ran is a new request (the next
+    generation), while asked again before they ran it is the same one.
+    """
+    asked = str(mode != MODE_MISSING) if mode in (MODE_MISSING, MODE_FAILED) else mode
+    canonical = ["backfill-v1", project, region, job, rfc3339(start), rfc3339(end), asked]
+    if newest_first:
+        canonical.append("newest-first")
+    canonical += [
+        f"{rfc3339(run.schedule_time)}#{run.generation}" for run in runs if run.generation
+    ]
+    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
 
 
 def queue_key(project: str, region: str) -> str:
@@ -77,20 +94,25 @@ def request_document(
     job: str,
     start: datetime,
     end: datetime,
-    include_failed: bool,
+    mode: str,
     runs: Sequence[PlannedRun],
     now: datetime,
     requested_by: str,
+    newest_first: bool = False,
 ) -> dict[str, Any]:
-    """The request as stored: its times in order, each with its action, and where it stands."""
+    """The request as stored: its times in the order to run, each with its action, and where
+    it stands. `include_failed` stays for readers of requests older than `mode`."""
     return {
         "job": job,
         "start": start,
         "end": end,
-        "include_failed": include_failed,
+        "mode": mode,
+        "newest_first": newest_first,
+        "include_failed": mode != MODE_MISSING,
         "times": [run.schedule_time for run in runs],
         "actions": [run.action for run in runs],
         "failed_attempts": [run.failed_attempt for run in runs],
+        "generations": [run.generation for run in runs],
         "requested_at": now,
         "requested_by": requested_by,
         "status": PENDING,
@@ -147,6 +169,33 @@ def record_request(
     if stored.get("status") == PENDING:
         queue_change(docs, queue_key(project, region), lambda keys: with_key(keys, key))
     return created, stored
+
+
+def pending_requests(
+    docs: BackfillDocs, project: str, region: str, job: str
+) -> list[dict[str, Any]]:
+    """`job`'s requests still queued, oldest asked first, as `ops describe` shows them."""
+    found = docs.get(queue_key(project, region))
+    shown = []
+    for key in [] if found is None else found[0].get("pending", []):
+        request = docs.get(key)
+        if request is None or request[0].get("job") != job:
+            continue
+        data = request[0]
+        mode = data.get("mode") or (MODE_FAILED if data.get("include_failed") else MODE_MISSING)
+        shown.append(
+            {
+                "request": key,
+                "mode": mode,
+                "newest_first": bool(data.get("newest_first")),
+                "from": rfc3339(data["start"]),
+                "to": rfc3339(data["end"]),
+                "taken": int(data.get("next", 0)),
+                "times": len(data.get("times", [])),
+                "requested_by": data.get("requested_by"),
+            }
+        )
+    return shown
 
 
 def with_key(keys: list[str], key: str) -> list[str]:

@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from runledger import facts
 from runledger.audit.findings import rfc3339
-from runledger.backfill.plan import ACTION_RERUN_FAILED
+from runledger.backfill.plan import (
+    ACTION_RERUN_COMPLETED,
+    ACTION_RERUN_FAILED,
+    MODE_FAILED,
+    MODE_MISSING,
+)
 from runledger.backfill.queue import (
     DONE,
     PENDING,
@@ -36,6 +41,7 @@ from runledger.backfill.queue import (
     queue_key,
     without_key,
 )
+from runledger.delivery.identify import generation_key
 from runledger.delivery.log import log_line
 from runledger.exceptions import StoreUnavailable, VersionConflict
 from runledger.facts import LEDGER_UNAVAILABLE_OUTCOMES, TRIGGER_BACKFILL
@@ -141,10 +147,13 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
     outcomes: dict[str, int] = dict(data.get("outcomes", {}))
     position = int(data.get("next", 0))
     failed_attempts = data.get("failed_attempts") or [None] * len(times)
+    generations = data.get("generations") or [0] * len(times)
     for index in range(position, len(times)):
         runner.ensure_lease()  # an audit that lost its run stops backfilling
         when = times[index].astimezone(UTC)
-        outcome = _run_time(runner, job, when, actions[index], failed_attempts[index])
+        outcome = _run_time(
+            runner, job, when, actions[index], failed_attempts[index], int(generations[index])
+        )
         tally.count(outcome)
         if outcome in NOT_YET_OUTCOMES:
             # Not run: the position stays, so the next audit tries this time again.
@@ -167,6 +176,8 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
         outcome="backfill_done",
         job=job,
         request=key,
+        mode=data.get("mode") or (MODE_FAILED if data.get("include_failed") else MODE_MISSING),
+        newest_first=bool(data.get("newest_first")),
         trigger=TRIGGER_BACKFILL,
         outcomes=outcomes,
     )
@@ -174,17 +185,30 @@ def _run_request(docs: BackfillDocs, runner: Runner, key: str, tally: Tally) -> 
 
 
 def _run_time(
-    runner: Runner, job: str, when: datetime, action: str, failed_attempt: str | None
+    runner: Runner,
+    job: str,
+    when: datetime,
+    action: str,
+    failed_attempt: str | None,
+    generation: int,
 ) -> str:
-    """Run one time of a request through the claim; the outcome, logged with trigger backfill."""
+    """Run one time of a request through the claim; the outcome, logged with trigger backfill.
+
+    A rerun of a completed time runs as its generation: the same time under that
+    generation's key, so the claim makes it once and the first record stays.
+    """
     run = runner.identity(job, when)
+    if action == ACTION_RERUN_COMPLETED:
+        key = generation_key(job, run.schedule_time, run.project, run.region, generation)
+        run = replace(run, key=key, generation=generation)
     ledger = runner.ledger
     if job not in runner.jobs:
         outcome = "job_not_served"
     elif when + ledger.retention - ledger.lease <= ledger.now():
         outcome = "past_retention"  # its record would expire before the run could finish
     else:
-        if action == ACTION_RERUN_FAILED:
+        # A planned failure, or a holder the request named that has failed since.
+        if action == ACTION_RERUN_FAILED or failed_attempt is not None:
             _release_if_still_failed(ledger, run.key, failed_attempt)
         outcome = runner.run(run, TRIGGER_BACKFILL)
     log_line(
@@ -195,6 +219,7 @@ def _run_time(
         schedule_time=when.isoformat(),
         run_key=run.key,
         trigger=TRIGGER_BACKFILL,
+        **({"generation": generation} if run.generation else {}),
     )
     return outcome
 

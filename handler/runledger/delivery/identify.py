@@ -115,6 +115,20 @@ def run_key(job: str, schedule_time: datetime, project: str, region: str, manual
     return _key(job, schedule_time, project, region, "manual" if manual else "scheduled")
 
 
+def generation_key(
+    job: str, schedule_time: datetime, project: str, region: str, generation: int
+) -> str:
+    """The run key of a scheduled time's rerun number `generation` (`backfill --only all`).
+
+    Generation 0 is the time's own run (`run_key`); each rerun of a completed time
+    is a run of its own under this key, so the first record stays as it was and the
+    rerun is claimed, and so run, once like any other.
+    """
+    if generation == 0:
+        return run_key(job, schedule_time, project, region, manual=False)
+    return _key(job, schedule_time, project, region, f"scheduled-generation-{generation}")
+
+
 def wall_time_instant(schedule_time: datetime, zone: ZoneInfo | None) -> datetime:
     """The instant one local wall time's run is keyed by: its first, if the clocks repeat it.
 

@@ -9,6 +9,20 @@ triggers is data: the run's `trigger` (on its record and log lines; a run the
 audit starts waits for a running holder instead of being skipped), the body
 the job gets, and whether a duplicate that meets a live lease waits for its
 holder (only a delivery: `Trigger.wait`).
+
+A job's active window (`startAt`/`endAt`, `schedules.JobSchedule.in_window`) is
+the pipeline's first step, for every trigger: a time outside it is answered
+200 `outside_window` before any read or write, so it costs nothing and is never
+run. Each claim puts its start lag (claim time minus schedule time) on the log
+line as `start_lag_s` (not for a forced run, whose ScheduleTime is not when it was due).
+
+A job with `suspendAfterFailures` reads its suspension next (`ledger.suspension`):
+suspended, the run is recorded `suspended` and answered 200 without running. Each of
+its scheduled runs that ends completed or failed for good is counted after the final
+write; the Nth failure in a row suspends the job.
+
+A run that ends failed for good is published to the stack's dead-letter topic,
+when it has one (`dead_letter`), after its `failed` write and whatever started it.
 """
 
 from __future__ import annotations
@@ -19,13 +33,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from runledger import facts
+from runledger.delivery.dead_letter import KIND_FAILED, DeadLetters
 from runledger.delivery.duplicate_wait import DuplicateWait, holder_working
 from runledger.delivery.log import log_line
 from runledger.delivery.responses import (
     Response,
     duplicate_response,
     error_text,
+    outside_window_response,
     store_response,
+    suspended_response,
     waited_response,
 )
 from runledger.exceptions import LeaseLost, StoreUnavailable, TerminalJobError
@@ -33,6 +50,8 @@ from runledger.ledger.lease import LeaseKeeper, Renewals
 from runledger.ledger.machine import Ledger, may_take_over
 from runledger.ledger.record import Status
 from runledger.ledger.run import Claim, Duplicate, RunIdentity, Yielded
+from runledger.ledger.suspension import AUTOMATIC, Suspension
+from runledger.schedules import JobSchedule
 from runledger.sdk.context import RunContext
 from runledger.sdk.joblog import run_fields
 from runledger.sdk.registry import JobFn
@@ -86,15 +105,34 @@ class RunPipeline:
         clock: Callable[[], datetime],
         renewals: Renewals,
         monotonic: Callable[[], float] = time.monotonic,
+        windows: Mapping[str, JobSchedule] | None = None,
+        suspend_after: Mapping[str, int] | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
+        """`windows`: the schedules of the jobs with an active window, by job id;
+        `suspend_after`: each job's `suspendAfterFailures`, for the jobs that have one."""
         self._ledger = ledger
         self._jobs = jobs
         self._clock = clock
         self._renewals = renewals
         self._monotonic = monotonic
+        self._windows = dict(windows or {})
+        self._suspend_after = dict(suspend_after or {})
+        # Where a run that ends failed for good is published (None: nowhere).
+        self._dead_letters = dead_letters
 
     def run(self, run: RunIdentity, trigger: Trigger, fields: dict[str, object]) -> Response:
         """Claim the run and answer for its fate; `fields` collects the log line's fields."""
+        windowed = self._windows.get(run.job)
+        if windowed is not None and not windowed.in_window(run.schedule_time):
+            return outside_window_response(windowed, fields)
+        if run.job in self._suspend_after:
+            try:
+                held = self._ledger().suspension(run)
+                if held is not None and held.suspended:
+                    return self._suspended(run, held, fields)
+            except StoreUnavailable as exc:
+                return store_response(exc, "ledger unavailable before claim")
         try:
             result = self._ledger().claim(run)
         except StoreUnavailable as exc:
@@ -108,7 +146,20 @@ class RunPipeline:
             fields.update(cross_region(run, result.record.delivered_region))
             return self._answer_duplicate(run, result, trigger, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
+        if not run.manual:
+            lag = result.record.claimed_at - run.schedule_time
+            fields[facts.START_LAG_FIELD] = round(lag.total_seconds(), 3)
         return self._execute(run, result, trigger.body, fields)
+
+    def _suspended(self, run: RunIdentity, held: Suspension, fields: dict[str, object]) -> Response:
+        """The job is suspended: record the run `suspended` (never run) and answer 200."""
+        fields.update(suspended_by=held.by, suspended_since=_text(held.since), note=held.note)
+        written = self._ledger().record_suspended(run, f"suspended by {held.by}: {held.note}")
+        if isinstance(written, Duplicate):
+            fields["attempt_id"] = written.record.attempt_id
+            return duplicate_response(written)
+        fields["attempt_id"] = written.attempt_id
+        return suspended_response(held)
 
     def _answer_duplicate(
         self, run: RunIdentity, duplicate: Duplicate, trigger: Trigger, fields: dict[str, object]
@@ -194,10 +245,34 @@ class RunPipeline:
             fields["error"] = str(exc)
             return Response(409, "lease_lost", "another attempt took over this run")
         except TerminalJobError as exc:
-            return self._finish(keeper, Status.FAILED, error_text(exc), fields)
+            return self._counted(
+                self._finish(keeper, Status.FAILED, error_text(exc), fields), run, fields
+            )
         except Exception as exc:
             return self._finish(keeper, Status.RELEASED, error_text(exc), fields)
-        return self._finish(keeper, Status.COMPLETED, None, fields)
+        return self._counted(self._finish(keeper, Status.COMPLETED, None, fields), run, fields)
+
+    def _counted(self, response: Response, run: RunIdentity, fields: dict[str, object]) -> Response:
+        """Count a scheduled run's final outcome toward its job's suspension, once it is recorded.
+
+        The answer stays what the final write made it: a count the store refuses is
+        logged (`suspension_count`), and the audit's judging of later runs counts on.
+        """
+        threshold = self._suspend_after.get(run.job)
+        recorded = response.outcome in ("completed", facts.OUTCOME_FAILED_TERMINAL)
+        if threshold is None or run.manual or not recorded:
+            return response
+        failed = response.outcome != "completed"
+        try:
+            after = self._ledger().count_outcome(run, failed, threshold, _error(fields))
+        except StoreUnavailable as exc:
+            fields["suspension_count"] = f"not recorded: {exc}"
+            return response
+        if failed:
+            fields["consecutive_failures"] = after.failures
+        if after.suspended and failed and after.by == AUTOMATIC:
+            fields["job_suspended"] = True
+        return response
 
     def _finish(
         self,
@@ -215,6 +290,9 @@ class RunPipeline:
                 return Response(200, "completed", "run completed")
             if status is Status.FAILED:
                 ledger.fail(claim, error or "")
+                if self._dead_letters is not None:
+                    key = claim.identity.key
+                    fields["dead_letter"] = self._dead_letters.send(ledger, key, KIND_FAILED)
                 return Response(
                     422, facts.OUTCOME_FAILED_TERMINAL, "run failed terminally; not retried"
                 )
@@ -226,3 +304,12 @@ class RunPipeline:
             )
         except StoreUnavailable as exc:
             return store_response(exc, "could not record the outcome")
+
+
+def _text(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _error(fields: Mapping[str, object]) -> str | None:
+    error = fields.get("error")
+    return error if isinstance(error, str) else None

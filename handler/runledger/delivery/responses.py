@@ -12,6 +12,8 @@ from runledger import facts
 from runledger.exceptions import StorePermissionDenied, StoreUnavailable, StoreUnusable
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import Duplicate
+from runledger.ledger.suspension import Suspension
+from runledger.schedules import JobSchedule
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,10 @@ def duplicate_response(duplicate: Duplicate) -> Response:
         return Response(200, "duplicate_completed", "run already completed; work not repeated")
     if duplicate.status is Status.FAILED:
         return Response(422, "duplicate_failed", f"run failed terminally: {record.error}")
+    if duplicate.status is Status.SUSPENDED:
+        return Response(
+            200, "duplicate_suspended", f"run recorded suspended earlier: {record.error}"
+        )
     if duplicate.status is Status.SKIPPED:
         return Response(
             200, "duplicate_skipped", f"run skipped, yielded to run {record.yielded_to}"
@@ -88,3 +94,29 @@ def waited_response(record: RunRecord) -> Response:
             f"run failed retryably under {holder} ({record.error}); released for a retry",
         )
     return duplicate_response(Duplicate(record.status, record))
+
+
+def outside_window_response(job: JobSchedule, fields: dict[str, object]) -> Response:
+    """A time outside its job's active window: 200, so Scheduler stops retrying; never run.
+
+    Nothing is written: the audit never expects such a time, so there is nothing to
+    record it against. The window goes to the log line.
+    """
+    start = None if job.start_at is None else job.start_at.isoformat()
+    end = None if job.end_at is None else job.end_at.isoformat()
+    fields.update(active_from=start, active_until=end)
+    return Response(
+        200,
+        facts.OUTCOME_OUTSIDE_WINDOW,
+        f"outside the job's active window ({start or 'open'} .. {end or 'open'}); not run",
+    )
+
+
+def suspended_response(held: Suspension) -> Response:
+    """The job is suspended: 200 ends Scheduler's retries; the run is recorded, never run."""
+    since = "" if held.since is None else f" since {held.since.isoformat()}"
+    return Response(
+        200,
+        facts.OUTCOME_SUSPENDED,
+        f"job suspended by {held.by}{since} ({held.note}); run recorded suspended, not run",
+    )

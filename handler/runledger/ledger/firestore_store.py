@@ -25,6 +25,7 @@ from runledger.exceptions import (
 from runledger.facts import WORK_COLLECTION
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
 from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.suspension import SUSPENSION_COLLECTION, StoredSuspension, Suspension
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem
 
@@ -133,6 +134,9 @@ class FirestoreRunStore:
         self._lasting = lasting.collection(EPOCH_COLLECTION)
         self._shards = audit.collection(WATERMARK_COLLECTION)
         self._audit = audit  # and each job's overlap slot, under OVERLAP_COLLECTION
+        # Each job's suspension (runledger.ledger.suspension): outside runledger_audit.
+        suspensions = client.collection(SUSPENSION_COLLECTION).document(collection)
+        self._suspensions = suspensions.collection("jobs")
 
     def get(self, key: str) -> Versioned | None:
         with _unavailable_on_transport_errors():
@@ -265,6 +269,24 @@ class FirestoreRunStore:
         # field `jobs` is replaced whole, so a job's mark is never half-merged.
         return update_document(
             self._client, self._shards.document(key), shard.to_document(), version
+        )
+
+    # -- each job's suspension (runledger.ledger.suspension) --
+
+    def get_suspension(self, key: str) -> StoredSuspension | None:
+        with _unavailable_on_transport_errors():
+            snapshot = self._suspensions.document(key).get(retry=_retry(), timeout=CALL_DEADLINE_S)
+        if not snapshot.exists:
+            return None
+        return StoredSuspension(Suspension.from_document(snapshot.to_dict()), snapshot.update_time)
+
+    def create_suspension(self, key: str, suspension: Suspension) -> Any:
+        return create_document(self._suspensions.document(key), suspension.to_document())
+
+    def replace_suspension(self, key: str, suspension: Suspension, version: Any) -> Any:
+        # Every field, at the update time read: a compare-and-set (see replace_epoch).
+        return update_document(
+            self._client, self._suspensions.document(key), suspension.to_document(), version
         )
 
     # -- each job's overlap slot (runledger.ledger.overlap, runledger.ledger.firestore_overlap) --

@@ -6,6 +6,7 @@
     in_progress --release---> released       (a retry may claim at once)
     failed --operator release--> released    (`python -m runledger.ops release`)
     absent | free --claim, another run of a `skip` job live--> skipped (final)
+    absent | free --delivery, its job suspended--> suspended (final)
 
 A claim is one atomic `create`; taking over an existing record is a
 compare-and-set on the version that was read. Every later write by the
@@ -37,8 +38,17 @@ from runledger.ledger.run import (
     Yielded,
     fresh_record,
     skipped_record,
+    suspended_record,
 )
 from runledger.ledger.store import RunStore, WorkStore
+from runledger.ledger.suspension import (
+    Suspension,
+    SuspensionStore,
+    change,
+    counted,
+    suspension_key,
+)
+from runledger.ledger.suspension import read as read_suspension
 from runledger.ledger.watermarks import AuditStore, LedgerMarks
 from runledger.ledger.workitem import StoredItem, WorkItem, WorkKind, item_id
 
@@ -253,6 +263,60 @@ class Ledger:
     def fail(self, claim: Claim, error: str) -> None:
         self._finish(claim, Status.FAILED, error=error)
 
+    # -- the job's suspension (see runledger.ledger.suspension) ------------------
+
+    def suspension(self, run: RunIdentity) -> Suspension | None:
+        """The suspension document of the run's job, or None if it has none."""
+        return self.job_suspension(run.project, run.region, run.job)
+
+    def job_suspension(self, project: str, region: str, job: str) -> Suspension | None:
+        key = suspension_key(project, region, job)
+        return read_suspension(self._suspension_store(), key)
+
+    def change_suspension(
+        self, project: str, region: str, job: str, step: Callable[[Suspension], Suspension | None]
+    ) -> Suspension:
+        """Apply `step` (`ledger.suspension`) to the job's document by compare-and-set."""
+        key = suspension_key(project, region, job)
+        return change(self._suspension_store(), key, job, step)
+
+    def count_outcome(
+        self, run: RunIdentity, failed: bool, threshold: int, error: str | None
+    ) -> Suspension:
+        """Count a scheduled run's final outcome toward its job's suspension; the state after."""
+        step = counted(run.schedule_time, failed, threshold, self._clock(), error)
+        return self.change_suspension(run.project, run.region, run.job, step)
+
+    def record_suspended(self, run: RunIdentity, note: str) -> RunRecord | Duplicate:
+        """Record the run `suspended` (final, never run), unless a record says otherwise.
+
+        A run done already (or held under a live lease) is a Duplicate, as for a claim;
+        a released or expired one is replaced at the version read. Its record alone:
+        a suspended run is no job's overlap holder.
+        """
+        expire_at = self.expire_at(run.schedule_time)
+        current: Versioned | None = None
+        for _ in range(_CLAIM_ROUNDS):
+            now = self._clock()
+            record = suspended_record(run, self._new_attempt_id(), now, expire_at, note)
+            try:
+                if current is None:
+                    self._store.create(run.key, record)
+                else:
+                    if not may_take_over(current.record, now):
+                        return Duplicate(current.record.status, current.record)
+                    self._store.update(run.key, record.to_document(), current.version)
+            except (RecordExists, VersionConflict):
+                current = self._store.get(run.key)
+                continue
+            return record
+        raise StoreUnavailable(f"run {run.key} kept changing while it was recorded suspended")
+
+    def _suspension_store(self) -> SuspensionStore:
+        if not isinstance(self._store, SuspensionStore):
+            raise TypeError(f"{type(self._store).__name__} cannot keep job suspensions")
+        return self._store
+
     # -- the run's checkpoints and outputs (see runledger.sdk.work) -------------
 
     def items(self, run_key: str, item_ids: Sequence[str]) -> dict[str, StoredItem]:
@@ -304,6 +368,17 @@ class Ledger:
         if not isinstance(self._store, WorkStore):
             raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
         return self._store
+
+    # -- the dead letter pushed for a final failure (`delivery.dead_letter`) --
+
+    def mark_dead_lettered(self, key: str, seen: Versioned, letter_id: str) -> None:
+        """Note on the run that its dead letter `letter_id` was published, if still as `seen`.
+
+        VersionConflict if the run changed since it was read (a new attempt claimed
+        it): that attempt's fate is its own, and its record carries no such note.
+        """
+        changes = {"dead_letter_id": letter_id, "dead_lettered_at": self._clock()}
+        self._store.update(key, changes, seen.version)
 
     # -- the operator's release of a dead letter ----------------------------
 

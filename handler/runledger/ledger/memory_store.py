@@ -1,7 +1,7 @@
 """Every store the handler uses, in process memory, for model tests and the simulator.
 
 It implements each protocol the App reaches (`RunStore`, `WorkStore`, the audit's
-`AuditStore`, `OverlapStore`, and the backfill documents through `backfills()`)
+`AuditStore`, `OverlapStore`, `SuspensionStore`, and the backfill documents through `backfills()`)
 with Firestore's semantics: create fails on a taken key, every fenced write
 fails on a moved or deleted document, a slotted commit lands whole or not at all,
 and an update without a precondition still needs its document to exist. It
@@ -17,12 +17,14 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from runledger.exceptions import RecordExists, VersionConflict
 from runledger.ledger.epochs import AuditEpoch, StoredEpoch
 from runledger.ledger.overlap import Slot, StoredSlot
 from runledger.ledger.record import RunRecord, Versioned
+from runledger.ledger.suspension import StoredSuspension, Suspension
 from runledger.ledger.watermarks import StoredShard
 from runledger.ledger.workitem import StoredItem, WorkItem, plain_value
 
@@ -40,6 +42,8 @@ class MemoryRunStore:
         self._shards: dict[str, StoredShard] = {}
         # Each job's overlap slot, by key: beside the epochs, as on Firestore.
         self._slots: dict[str, StoredSlot] = {}
+        # Each job's suspension, by key: outside the audit's documents, as on Firestore.
+        self._suspensions: dict[str, StoredSuspension] = {}
         # The backfill requests and their queue (`backfills()`), beside them too.
         self._documents: dict[str, tuple[dict[str, Any], int]] = {}
         self._versions = itertools.count(1)
@@ -164,6 +168,30 @@ class MemoryRunStore:
         self._records[key] = Versioned(record, version)
         return version
 
+    # -- each job's suspension (runledger.ledger.suspension) --
+
+    def get_suspension(self, key: str) -> StoredSuspension | None:
+        with self._lock:
+            return self._suspensions.get(key)
+
+    def create_suspension(self, key: str, suspension: Suspension) -> Any:
+        with self._lock:
+            if key in self._suspensions:
+                raise RecordExists(key)
+            return self._put_suspension(key, suspension)
+
+    def replace_suspension(self, key: str, suspension: Suspension, version: Any) -> Any:
+        with self._lock:
+            current = self._suspensions.get(key)
+            if current is None or current.version != version:
+                raise VersionConflict(key)
+            return self._put_suspension(key, suspension)
+
+    def _put_suspension(self, key: str, suspension: Suspension) -> int:
+        version = next(self._versions)
+        self._suspensions[key] = StoredSuspension(suspension, version)
+        return version
+
     # -- each job's overlap slot (runledger.ledger.overlap) --
 
     def get_slot(self, key: str) -> StoredSlot | None:
@@ -214,6 +242,17 @@ class MemoryRunStore:
     def backfills(self) -> MemoryBackfills:
         """The backfill documents of this store, as `backfill.queue.BackfillDocs`."""
         return MemoryBackfills(self)
+
+    def delete_expired(self, before: datetime) -> list[str]:
+        """What Firestore's TTL policy does, all at once: delete every run whose `expire_at`
+        is before `before`, with its checkpoints and outputs; the keys deleted."""
+        with self._lock:
+            gone = [key for key, found in self._records.items() if found.record.expire_at < before]
+            for key in gone:
+                del self._records[key]
+            for item_key in [item for item in self._items if item[0] in gone]:
+                del self._items[item_key]
+        return gone
 
     def delete_audit_documents(self) -> None:
         """Delete what lives under runledger_audit but the backfills: epochs, watermarks, slots.

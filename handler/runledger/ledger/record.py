@@ -24,9 +24,13 @@ class Status(StrEnum):
     RELEASED = "released"
     # Deliberately not run: another run of its job was in progress (`runledger.ledger.overlap`).
     SKIPPED = "skipped"
+    # Deliberately not run: its job was suspended (`runledger.ledger.suspension`).
+    SUSPENDED = "suspended"
 
 
-FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.SKIPPED})
+FINAL_STATUSES = frozenset({Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.SUSPENDED})
+# A final status of a run that was never run, on purpose: never a finding, never caught up.
+NOT_RUN_STATUSES = frozenset({Status.SKIPPED, Status.SUSPENDED})
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,12 @@ class RunRecord(Document):
     trigger: str = TRIGGER_SCHEDULED
     # A skipped run's: the run key of the run of its job it yielded to.
     yielded_to: str | None = None
+    # 0: the scheduled time's own run; N: its Nth rerun (`backfill --only all`).
+    generation: int = 0
+    # The dead letter published for this attempt's final failure (`delivery.dead_letter`):
+    # its id and when its publish was answered; absent until then.
+    dead_letter_id: str | None = None
+    dead_lettered_at: datetime | None = None
     # The region whose Scheduler delivered the attempt that wrote the record (None: the
     # audit started it, or an older record); `region` is the region its key hashes.
     delivered_region: str | None = None

@@ -26,6 +26,9 @@ class RunIdentity:
     manual: bool
     # What starts this attempt (facts.TRIGGERS); it goes to the record and the log lines.
     trigger: str = TRIGGER_SCHEDULED
+    # 0: the time's own run; N: its Nth rerun (`backfill --only all`), keyed apart
+    # (`delivery.identify.generation_key`).
+    generation: int = 0
     # The region whose Scheduler sent this delivery; None for a run the audit starts.
     # `region` is the region the keys hash (`Settings.key_region`): in a stack of
     # several regions the same for every region's delivery of one time.
@@ -99,6 +102,7 @@ def fresh_record(
         attempts=1,
         claimed_at=now,
         trigger=run.trigger,
+        generation=run.generation,
         delivered_region=run.delivered_region,
     )
 
@@ -112,4 +116,16 @@ def skipped_record(
         status=Status.SKIPPED,
         finished_at=now,
         yielded_to=holder_key,
+    )
+
+
+def suspended_record(
+    run: RunIdentity, attempt_id: str, now: datetime, expire_at: datetime, note: str
+) -> RunRecord:
+    """A run deliberately not run (its job suspended): final at once, with the suspension's why."""
+    return replace(
+        fresh_record(run, attempt_id, now, now, expire_at),
+        status=Status.SUSPENDED,
+        finished_at=now,
+        error=note,
     )

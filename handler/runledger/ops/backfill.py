@@ -24,7 +24,7 @@ from runledger.audit.regions import schedule_lister
 from runledger.audit.scheduler_state import Lister
 from runledger.backfill import queue
 from runledger.backfill.firestore_store import FirestoreBackfills
-from runledger.backfill.plan import Plan, plan
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, MODES, Plan, plan
 from runledger.config import Settings
 from runledger.exceptions import ConfigError
 from runledger.ledger.firestore_store import FirestoreRunStore
@@ -60,19 +60,36 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run a job's past scheduled times again, once each",
         description=(
-            "Lists the job's scheduled times in [--from, --to) as the audit does, leaves "
-            "completed runs alone and records a backfill request the handler's audit job runs "
-            "(through the same claim as a delivery). --json with --dry-run: the times it would "
-            "run, each with job, schedule_time and action (run or rerun_failed)."
+            "Lists the job's scheduled times in [--from, --to) as the audit does and records a "
+            "backfill request the handler's audit job runs (through the same claim as a "
+            "delivery): --only missing (the default) runs the times that never finished, "
+            "failed also reruns runs that failed for good, all also reruns completed ones, "
+            "each as a new generation of its time (its first record stays). --dry-run shows, "
+            "per time, what each mode would do; with --json, the times it would run, each "
+            "with job, schedule_time and action (run, rerun_failed or rerun_completed, with "
+            "its generation)."
         ),
     )
     sub.add_argument("--job", required=True, help="Cloud Scheduler job id (in DEDUP_SCHEDULES)")
     sub.add_argument("--from", dest="start", required=True, type=parse_timestamp, help="RFC 3339")
     sub.add_argument("--to", dest="end", required=True, type=parse_timestamp, help="RFC 3339")
     sub.add_argument(
-        "--include-failed", action="store_true", help="also rerun runs that failed for good"
+        "--only",
+        choices=MODES,
+        help="which times to run: missing (default), failed (and missing), all (every time)",
     )
+    sub.add_argument("--include-failed", action="store_true", help="the same as --only failed")
+    sub.add_argument("--newest-first", action="store_true", help="run the latest times first")
     sub.add_argument("--dry-run", action="store_true", help="show the plan, write nothing")
+
+
+def backfill_mode(args: argparse.Namespace) -> str:
+    """The mode `--only` and its alias `--include-failed` ask for; OpsError if they disagree."""
+    if args.include_failed and args.only not in (None, MODE_FAILED):
+        raise OpsError(f"--include-failed is --only failed; it cannot go with --only {args.only}")
+    if args.include_failed:
+        return MODE_FAILED
+    return args.only or MODE_MISSING
 
 
 def job_settings(env: Mapping[str, str], job: str) -> tuple[Settings, AuditSettings, JobSchedule]:
@@ -106,6 +123,7 @@ def run(
     lister_factory: Callable[[str, str, Mapping[str, str]], Lister],
 ) -> int:
     settings, audit, schedule = job_settings(env, args.job)
+    mode = backfill_mode(args)
     if args.start >= args.end:
         raise OpsError("--from must be earlier than --to (the range is [--from, --to))")
     if args.end > now:
@@ -129,21 +147,31 @@ def run(
             store.get_many,
             audit.project,
             audit.region,
-            args.include_failed,
+            mode,
             now,
             job_timeline(
                 schedule_lister(lister_factory, audit.project, audit.scheduler_regions, env),
                 schedule,
                 args.start,
             ),
+            args.newest_first,
         )
     except AuditTooLarge as exc:
         raise OpsError(f"backfill too large: {exc}") from exc
     if args.dry_run:
         _print_plan(planned, args.json, stdout, "dry run, nothing written: would run")
+        if not args.json:
+            _print_modes(planned, mode, stdout)
         return 0
     key = queue.request_key(
-        audit.project, audit.region, schedule.id, args.start, args.end, args.include_failed
+        audit.project,
+        audit.region,
+        schedule.id,
+        args.start,
+        args.end,
+        mode,
+        args.newest_first,
+        planned.runs,
     )
     docs = FirestoreBackfills(client, args.collection)
     found = docs.get(key)
@@ -151,7 +179,7 @@ def run(
         _print_plan(planned, args.json, stdout, "nothing to backfill: would run")
         return 0
     document = queue.request_document(
-        schedule.id, args.start, args.end, args.include_failed, planned.runs, now, operator
+        schedule.id, args.start, args.end, mode, planned.runs, now, operator, args.newest_first
     )
     created, stored = queue.record_request(docs, audit.project, audit.region, key, document)
     command = start_audit_command(audit)
@@ -182,6 +210,24 @@ def _print_plan(planned: Plan, as_json: bool, out: IO[str], heading: str) -> Non
         return
     print(f"{heading} {len(planned.runs)} scheduled time(s)", file=out)
     for item in planned.runs:
-        print(f"  {item.job}  {rfc3339(item.schedule_time)}  {item.action}", file=out)
+        generation = f" (generation {item.generation})" if item.generation else ""
+        print(f"  {item.job}  {rfc3339(item.schedule_time)}  {item.action}{generation}", file=out)
     for reason, count in sorted(planned.left.items()):
         print(f"left alone: {count} {reason}", file=out)
+
+
+def _print_modes(planned: Plan, mode: str, out: IO[str]) -> None:
+    """Every time of the range with what each --only mode would do with it (* this one)."""
+    print(f"per time, what each mode would do (* --only {mode}):", file=out)
+    heads = [f"{'*' if each == mode else ''}{each}" for each in MODES]
+    head = f"  {'SCHEDULED':<21} {'LEDGER':<12} " + " ".join(f"{h:<16}" for h in heads)
+    print(head.rstrip(), file=out)
+    for view in planned.times:
+        cells = [_cell(view.actions[each]) for each in MODES]
+        line = f"  {rfc3339(view.schedule_time):<21} {view.ledger:<12} "
+        print((line + " ".join(f"{cell:<16}" for cell in cells)).rstrip(), file=out)
+
+
+def _cell(action: str) -> str:
+    """An action, or `-` for a time the mode leaves alone (the reasons are counted above)."""
+    return "-" if action.startswith("left alone: ") else action

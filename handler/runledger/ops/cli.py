@@ -12,6 +12,8 @@
     backfill run a job's past scheduled times in [--from, --to) again, once each,
              by the handler's audit (runledger.backfill; --dry-run writes nothing)
     describe one job: schedule, overlap, live state, next and recent runs, counts
+    suspend  suspend a job in the ledger (--note why): its deliveries are answered, not run
+    resume   end a job's suspension, automatic or by hand
 
 Talks to the Firestore emulator when FIRESTORE_EMULATOR_HOST is set, else to
 --project with application-default credentials. Every failure is one line on
@@ -32,13 +34,16 @@ from runledger.audit.expected import AuditTooLarge
 from runledger.audit.regions import schedule_lister
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister, scheduler_lister
+from runledger.audit.suspensions import SuspensionAccess
 from runledger.config import COLLECTION_ENV, DATABASE_ENV, Settings
 from runledger.exceptions import ConfigError
 from runledger.facts import DEFAULT_COLLECTION, DEFAULT_DATABASE
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
-from runledger.ops import backfill, describe
+from runledger.ledger.suspension import Suspension, suspension_key
+from runledger.ledger.suspension import read as read_suspension
+from runledger.ops import backfill, describe, suspend
 from runledger.ops.ledger_ops import LedgerOps, OpsError
 from runledger.ops.output import Printer, describe_release, one_line, print_audit
 from runledger.schedules import JobSchedule
@@ -126,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--job", help="only this Cloud Scheduler job id")
     backfill.add_parser(commands, common)
     describe.add_parser(commands, common)
+    suspend.add_parsers(commands, common)
     return parser
 
 
@@ -236,6 +242,16 @@ def run_audit(
         """The epochs the handler's audit recorded; the CLI never writes one."""
         return read_epochs(store, audit_config.project, audit_config.region, schedules)
 
+    def suspensions(schedules: Sequence[JobSchedule]) -> dict[str, Suspension]:
+        """The jobs' suspensions, read only: the CLI shows them, the handler's audit marks them."""
+        found = {
+            job.id: read_suspension(
+                store, suspension_key(audit_config.project, audit_config.region, job.id)
+            )
+            for job in schedules
+        }
+        return {job: state for job, state in found.items() if state is not None}
+
     audit = Audit(
         audit_config,
         lease=settings.lease,
@@ -245,6 +261,7 @@ def run_audit(
         live=schedule_lister(
             lister_factory, audit_config.project, audit_config.scheduler_regions, env
         ),
+        suspensions=SuspensionAccess(suspensions),
     )
     report = audit.run(args.since, args.job)
     if report.scheduler_unread is not None:
@@ -321,6 +338,9 @@ def main(
         if args.command == "describe":
             client = client_factory(args, env)
             return describe.run(args, env, clock(), client, lister_factory, stdout)
+        if args.command in ("suspend", "resume"):
+            client = client_factory(args, env)
+            return suspend.run(args, env, clock(), client, _operator(), stdout)
         ops = LedgerOps(client_factory(args, env), args.collection)
         return run_command(args, ops, clock(), stdin, stdout, stderr)
     except KeyboardInterrupt:

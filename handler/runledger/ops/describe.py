@@ -1,11 +1,12 @@
 """`python -m runledger.ops describe --job J`: one job as an operator asks about it.
 
-Its schedule and time zone, its overlap policy, its live state in Cloud
+Its schedule and time zone, its overlap policy, its active window, its live state in Cloud
 Scheduler (`audit.scheduler_state`, best effort: when it cannot be read, the view
 says why; a live schedule or zone that is not the deployed one is `drift`, and
 its unrun times read `drifted`, not missed, as the audit judges them), the next 10
 schedule times, the most recent 10 with what the ledger
-holds for each, and counts over the audit's look-back. Times come from the
+holds for each (and how often `backfill --only all` reran it), counts over the
+audit's look-back, and the job's backfill requests still pending. Times come from the
 audit's own code (`audit.expected.schedule_times`), records are read by computed key
 in batches, the audit's epoch bounds what can count as missed: no query, no index.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
@@ -24,16 +25,21 @@ from runledger.audit.pauses import State, Timeline, timelines, unknown
 from runledger.audit.regions import by_region, region_states, schedule_lister
 from runledger.audit.runner import BATCH
 from runledger.audit.scheduler_state import Lister, drift
+from runledger.backfill.firestore_store import FirestoreBackfills
+from runledger.backfill.plan import rerun_counts
+from runledger.backfill.queue import pending_requests
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.epochs import read_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
+from runledger.ledger.suspension import Suspension, suspension_key
+from runledger.ledger.suspension import read as read_suspension
 from runledger.ops.backfill import job_settings
 
 SHOWN = 10
-COUNTED = ("completed", "failed", "released", "skipped", "missed")
+COUNTED = ("completed", "failed", "released", "skipped", "suspended", "missed")
 # Windows tried in turn for the next times: a minutely job needs the first, a yearly one the last.
 _AHEAD = (timedelta(days=1), timedelta(days=32), timedelta(days=367), timedelta(days=3700))
 
@@ -45,8 +51,9 @@ def add_parser(commands: Any, common: Any) -> None:
         help="one job: schedule, live state, next and recent runs, counts",
         description=(
             "The job's schedule and time zone, overlap policy, live state in Cloud Scheduler, "
-            "next 10 scheduled times, the 10 most recent with status, trigger, attempts and "
-            "duration, and counts over the audit's look-back. --json: one object."
+            "next 10 scheduled times, the 10 most recent with status, trigger, attempts, "
+            "duration and reruns, counts over the audit's look-back and pending backfills. "
+            "--json: one object."
         ),
     )
     sub.add_argument("--job", required=True, help="Cloud Scheduler job id (in DEDUP_SCHEDULES)")
@@ -58,6 +65,7 @@ class Recent:
     status: str
     record: RunRecord | None
     run_key: str
+    reruns: int = 0  # its reruns of `backfill --only all` (generations past the first run)
 
     def to_json(self) -> dict[str, Any]:
         record = self.record
@@ -71,6 +79,9 @@ class Recent:
             "attempts": None if record is None else record.attempts,
             "duration_s": duration,
             "run_key": self.run_key,
+            "reruns": self.reruns,
+            # The id of the dead letter published for its final failure, if one was.
+            "dead_letter": None if record is None else record.dead_letter_id,
         }
 
 
@@ -148,6 +159,10 @@ def describe(
         state["since"] = rfc3339(line.paused_since)
     store = FirestoreRunStore(client, args.collection)
     epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
+    held = None
+    if job.suspend_after is not None:
+        key = suspension_key(audit.project, audit.region, job.id)
+        held = read_suspension(store, key) or Suspension(job.id)
     listed = schedule_times(job, start, now)
     keys = {
         instant: run_key(job.id, instant, audit.project, audit.region, manual=False)
@@ -174,6 +189,14 @@ def describe(
             counts[counted] += 1
         record = present[0] if present else None
         recent.append(Recent(run.schedule_time, status, record, keys[run.instants[0]]))
+    shown = recent[-SHOWN:]
+    reruns = rerun_counts(
+        job.id, [item.schedule_time for item in shown], store.get_many, audit.project, audit.region
+    )
+    shown = [replace(item, reruns=reruns[item.schedule_time]) for item in shown]
+    backfills = pending_requests(
+        FirestoreBackfills(client, args.collection), audit.project, audit.region, job.id
+    )
     zone = job.zone
     upcoming = _next_times(job, now)
     return {
@@ -181,14 +204,37 @@ def describe(
         "schedule": job.schedule,
         "time_zone": job.time_zone,
         "overlap": job.overlap,
+        "window": _window(job, now),
+        "suspension": None
+        if held is None
+        else {"suspend_after_failures": job.suspend_after, **held.to_json()},
         "state": state,
         "next": [rfc3339(moment) for moment in upcoming],
         "next_local": [moment.astimezone(zone).isoformat() for moment in upcoming],
-        "recent": [item.to_json() for item in reversed(recent[-SHOWN:])],
+        "recent": [item.to_json() for item in reversed(shown)],
         "counts": counts,
+        "backfills": backfills,
+        "dead_letter_topic": settings.dead_letter_topic,
         "lookback_s": int(audit.lookback.total_seconds()),
         "epoch": None if epoch is None else rfc3339(epoch),
         "now": rfc3339(now),
+    }
+
+
+def _window(job: Any, now: datetime) -> dict[str, Any] | None:
+    """The job's active window (`startAt`/`endAt`) and where `now` stands in it; None: always."""
+    if not job.windowed:
+        return None
+    if job.start_at is not None and now < job.start_at:
+        where = "not yet open"
+    elif job.end_at is not None and now > job.end_at:
+        where = "closed"
+    else:
+        where = "open"
+    return {
+        "start_at": None if job.start_at is None else rfc3339(job.start_at),
+        "end_at": None if job.end_at is None else rfc3339(job.end_at),
+        "now": where,
     }
 
 
@@ -209,27 +255,64 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",
         f"overlap      {view['overlap']}",
+        f"window       {_window_text(view['window'])}",
+        f"suspension   {_suspension_text(view['suspension'])}",
         f"live state   {live}",
         *regions,
         f"audit epoch  {view['epoch'] or '-'}",
+        f"dead letters {view['dead_letter_topic'] or 'not pushed (no deadLetterTopic)'}",
         f"next {len(view['next'])} scheduled time(s):",
     ]
     for utc, local in zip(view["next"], view["next_local"], strict=True):
         lines.append(f"  {utc}  (local {local})")
     lines.append(f"most recent {len(view['recent'])} scheduled time(s):")
-    lines.append(f"  {'SCHEDULED':<21} {'STATUS':<13} {'TRIGGER':<10} TRIES  DURATION")
+    lines.append(
+        f"  {'SCHEDULED':<21} {'STATUS':<13} {'TRIGGER':<10} TRIES  {'DURATION':<10} RERUNS"
+    )
     for item in view["recent"]:
         tries = "-" if item["attempts"] is None else str(item["attempts"])
         duration = "-" if item["duration_s"] is None else f"{item['duration_s']:g} s"
         lines.append(
             f"  {item['schedule_time']:<21} {item['status']:<13} {item['trigger'] or '-':<10} "
-            f"{tries:>5}  {duration}"
+            f"{tries:>5}  {duration:<10} {item['reruns']}"
+            + ("  dead letter published" if item["dead_letter"] else "")
         )
     hours = view["lookback_s"] / 3600
     counts = ", ".join(f"{count} {name}" for name, count in view["counts"].items())
     lines.append(f"over the audit's look-back ({hours:g} h): {counts}")
+    lines.append(f"pending backfills: {len(view['backfills']) or 'none'}")
+    for request in view["backfills"]:
+        order = ", newest first" if request["newest_first"] else ""
+        lines.append(
+            f"  --only {request['mode']}{order} [{request['from']}, {request['to']}): "
+            f"{request['taken']} of {request['times']} time(s) taken, asked by "
+            f"{request['requested_by']} (request {request['request'][:12]})"
+        )
     for line in lines:
         print(line, file=out)
+
+
+def _window_text(window: Mapping[str, Any] | None) -> str:
+    if window is None:
+        return "always (no startAt/endAt)"
+    start, end = window["start_at"] or "open", window["end_at"] or "open"
+    return f"{start} .. {end} ({window['now']}; times outside are not run)"
+
+
+def _suspension_text(held: Mapping[str, Any] | None) -> str:
+    if held is None:
+        return "none (no suspendAfterFailures)"
+    after = held["suspend_after_failures"]
+    if held["suspended"]:
+        return (
+            f"SUSPENDED by {held['by']} since {held['since']}: {held['note']} "
+            f"(deliveries answered, not run; `ops resume --job` ends it)"
+        )
+    text = f"not suspended; {held['failures']} of {after} failures in a row"
+    if held["resumed_at"]:
+        text += f"; resumed by {held['resumed_by']} at {held['resumed_at']}"
+        text += f" ({held['resume_note']})" if held["resume_note"] else ""
+    return text
 
 
 def run(

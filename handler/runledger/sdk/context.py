@@ -40,6 +40,8 @@ class RunContext:
     )
     # What started this attempt (facts.TRIGGERS): a delivery, a catch-up or a backfill.
     trigger: str = TRIGGER_SCHEDULED
+    # 0: the time's own run; N: its Nth rerun (`backfill --only all`), with its own `run_id`.
+    generation: int = 0
 
     @classmethod
     def for_attempt(cls, run: RunIdentity, keeper: LeaseKeeper, body: bytes) -> RunContext:
@@ -59,6 +61,7 @@ class RunContext:
             body=body,
             _lease=keeper,
             trigger=run.trigger,
+            generation=run.generation,
         )
 
     def lease_held(self) -> bool:

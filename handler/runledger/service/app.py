@@ -17,12 +17,14 @@ from zoneinfo import ZoneInfo
 
 from runledger import facts
 from runledger.config import Settings, check_contract
+from runledger.delivery.dead_letter import DeadLetters, Topic
 from runledger.delivery.deadline import attempt_deadlines, outlived_deadline
 from runledger.delivery.duplicate_wait import DuplicateWait
 from runledger.delivery.identify import Delivery, identify_delivery, unstamped_window
 from runledger.delivery.invoker import check_invoker
 from runledger.delivery.log import log_line
 from runledger.delivery.pipeline import RunPipeline, Trigger
+from runledger.delivery.pubsub_topic import pubsub_topic
 from runledger.delivery.responses import Response, store_response
 from runledger.exceptions import BadRequest, StoreUnavailable
 from runledger.facts import OVERLAP_ALLOW
@@ -53,6 +55,14 @@ def configured_wait(
         return None
     deadlines = {schedule.id: schedule.attempt_deadline for schedule in audit.schedules}
     return DuplicateWait(deadlines, settings.lease, settings.duplicate_wait, monotonic, sleep)
+
+
+def dead_letters(settings: Settings, topic: Callable[[], Topic] | None) -> DeadLetters | None:
+    """DEDUP_DEAD_LETTER_TOPIC's dead letters, on Pub/Sub unless `topic` stands in for it."""
+    name = settings.dead_letter_topic
+    if name is None:
+        return None
+    return DeadLetters(name, pubsub_topic(name) if topic is None else topic, settings.database)
 
 
 # The audit's Scheduler listing and backfill requests are built from the environment
@@ -114,12 +124,14 @@ class App:
         live: Lister | None = None,
         backfills: Callable[[], BackfillDocs] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         """`audit` (None: no audit) is served under its own job id (`audit.job`) next to `jobs`.
 
         `live` lists the audited jobs' live state (None: Scheduler is not asked);
         `backfills` gives the backfill requests the audit runs (None: no backfill pass);
-        `monotonic` times each request (its log line, the duplicate wait's budget).
+        `monotonic` times each request (its log line, the duplicate wait's budget);
+        `dead_letters` is where final failures are published (None: nowhere).
         """
         self.settings = settings
         self.jobs = jobs
@@ -132,6 +144,7 @@ class App:
                 live=live,
                 backfills=backfills,
                 jobs=jobs,
+                dead_letters=dead_letters,
             )
             self.jobs = {**jobs, audit.job: run_audit}
         self._store_factory = store_factory
@@ -144,6 +157,17 @@ class App:
             clock,
             RenewalScheduler() if renewals is None else renewals,
             monotonic,
+            dead_letters=dead_letters,
+            windows={
+                schedule.id: schedule
+                for schedule in (audit.schedules if audit is not None else ())
+                if schedule.windowed
+            },
+            suspend_after={
+                schedule.id: schedule.suspend_after
+                for schedule in (audit.schedules if audit is not None else ())
+                if schedule.suspend_after is not None
+            },
         )
         self._monotonic = monotonic
         self._ledger: Ledger | None = None
@@ -178,6 +202,7 @@ class App:
         sleep: Callable[[float], None] = time.sleep,
         live: Lister | None = None,
         backfills: Callable[[], BackfillDocs] | None = None,
+        dead_letter_topic: Callable[[], Topic] | None = None,
     ) -> App:
         """Validate every setting now; connect to Firestore only on the first delivery.
 
@@ -192,7 +217,9 @@ class App:
         local demo shifts it (`scheduler_dedup.localrun.clocked_handler`); the simulator
         runs it all on a fake clock, `monotonic` and `sleep` (the duplicate wait's polls)
         and `new_attempt_id` included. An environment of another contract version than
-        this handler's (`DEDUP_CONTRACT_VERSION`) is refused first.
+        this handler's (`DEDUP_CONTRACT_VERSION`) is refused first. With
+        DEDUP_DEAD_LETTER_TOPIC set, final failures go to that topic (`dead_letter_topic`,
+        if given, stands in for Pub/Sub).
         """
         check_contract(env)
         settings = Settings.from_env(env)
@@ -227,6 +254,7 @@ class App:
             live=live,
             backfills=backfills,
             monotonic=monotonic,
+            dead_letters=dead_letters(settings, dead_letter_topic),
         )
 
     @property

@@ -16,13 +16,17 @@ import re
 from dedup_schedule.config.model import AlertsConfig, AuditConfig, ConfigError, ScheduleConfig
 from dedup_schedule.config.values import ConfigValues
 from runledger import facts
+from runledger.audit.expected import repeated_s
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 
 AUDIT_KEYS = frozenset({"enabled", "schedule", "lookback"})
-ALERTS_KEYS = frozenset({"notificationChannels", "emails"})
+ALERTS_KEYS = frozenset({"notificationChannels", "emails", "startLagSeconds"})
 # Cloud Monitoring: a metric-absence condition's "trigger absence time" may be at most
 # 23.5 hours ("Create metric-absence alerting policies").
 MAX_ABSENCE_S = 23 * 3600 + 1800
+# The longest start lag an alert may wait for: a week (a run later than that is long
+# past any retry window; the audit reports it missed first).
+MAX_START_LAG_S = 7 * 86400
 _CHANNEL = re.compile(r"projects/[a-z0-9-]+/notificationChannels/[0-9]+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
@@ -49,10 +53,14 @@ def parse_audit(reader: ConfigValues) -> AuditConfig:
 
 
 def parse_alerts(reader: ConfigValues) -> AlertsConfig:
-    """`alerts: {notificationChannels: [...], emails: [...]}`, each optional."""
+    """`alerts: {notificationChannels: [...], emails: [...], startLagSeconds: N}`, each optional."""
     values = reader.structured("alerts", dict) or {}
     alerts = ConfigValues(values, reader.key("alerts") + ".", ALERTS_KEYS)
+    start_lag = None
+    if alerts.raw("startLagSeconds") is not None:
+        start_lag = alerts.integer("startLagSeconds", 0, 1, MAX_START_LAG_S)
     return AlertsConfig(
+        start_lag_s=start_lag,
         notification_channels=_strings(
             alerts, "notificationChannels", _CHANNEL, "projects/PROJECT_ID/notificationChannels/ID"
         ),
@@ -104,12 +112,16 @@ def check_audit(config: ScheduleConfig, reader: ConfigValues, jobs_key: str) -> 
     interval = config.audit_interval_s
     skew = int(MAX_CLOCK_SKEW.total_seconds())
     settle = math.ceil(max(job.retry_window_s for job in config.jobs))
-    needed = interval + settle + config.lease_seconds + skew
+    # A wall time the clocks repeat is one run, recorded (and expiring) from its first
+    # instant and settled from its last: the look-back must span the repeat too.
+    repeat = max(repeated_s(job.time_zone) for job in config.jobs)
+    needed = interval + settle + config.lease_seconds + skew + repeat
     if lookback < needed:
+        parts = "retry window + lease" + (" + a repeated hour" if repeat else "")
         raise ConfigError(
             f"{audit_key}.lookback: {lookback}s is too short to judge every run once: "
             f"the audit runs up to {interval}s apart and a run settles up to "
-            f"{needed - interval}s after its schedule time (retry window + lease); set it "
+            f"{needed - interval}s after its schedule time ({parts}); set it "
             f"to at least {needed}s or run the audit more often"
         )
     if config.audit_absence_s > MAX_ABSENCE_S:

@@ -1,4 +1,5 @@
-"""The `jobs` part of the stack config: each job's schedule, deadline, retries, target and overlap.
+"""The `jobs` part of the stack config: each job's schedule, deadline, retries, target, overlap
+and active window.
 
 `parser.parse_config` calls `parse_jobs`; every error is a `ConfigError`
 naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
@@ -7,6 +8,7 @@ naming the full key (`scheduler-dedup:jobs[1].retry.maxDoublings: ...`).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 from dedup_schedule.config.model import ConfigError, JobConfig, TargetConfig
@@ -28,6 +30,9 @@ _JOB_KEYS = frozenset(
         "catchUpMaxAge",
         "paused",
         "overlap",
+        "startAt",
+        "endAt",
+        "suspendAfterFailures",
     }
 )
 # A proxy target names exactly one Google Cloud resource the handler starts per run.
@@ -143,6 +148,37 @@ def _parse_overlap(job: ConfigValues) -> str:
     return value
 
 
+def _parse_window(job: ConfigValues) -> tuple[datetime | None, datetime | None]:
+    """`startAt`/`endAt`: the job's active window, RFC 3339 with an offset, each optional.
+
+    The handler reads them from the job's DEDUP_SCHEDULES entry (`runledger.schedules`):
+    outside the window a time is never expected and never run. A window that cannot
+    hold a single time (endAt at or before startAt) is refused here, naming the key.
+    """
+    bounds: dict[str, datetime | None] = {}
+    for name in ("startAt", "endAt"):
+        value = job.raw(name)
+        try:
+            bounds[name] = None if value is None else schedules.window_instant(value)
+        except ValueError as exc:
+            quote = " (quote it: the Pulumi CLI rewrites an unquoted date)" * (
+                isinstance(value, str) and " " in value
+            )
+            raise ConfigError(f"{job.key(name)}: {exc}{quote}") from None
+    problem = schedules.window_problem(bounds["startAt"], bounds["endAt"])
+    if problem:
+        raise ConfigError(f"{job.key('endAt')}: {problem}: the job would never run")
+    return bounds["startAt"], bounds["endAt"]
+
+
+def _parse_suspend_after(job: ConfigValues) -> int | None:
+    """`suspendAfterFailures`: suspend the job after this many scheduled runs in a row failed
+    for good (`runledger.ledger.suspension`); None (off) when absent."""
+    if job.raw("suspendAfterFailures") is None:
+        return None
+    return job.integer("suspendAfterFailures", 0, 1, schedules.MAX_SUSPEND_AFTER)
+
+
 def _parse_job(values: Any, path: str) -> JobConfig:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected an object with id and schedule, got {values!r}")
@@ -161,6 +197,7 @@ def _parse_job(values: Any, path: str) -> JobConfig:
             f"{facts.MIN_ATTEMPT_DEADLINE_S}s..{facts.MAX_ATTEMPT_DEADLINE_S}s for HTTP targets"
         )
     catch_up, catch_up_max_age = _parse_catch_up(job)
+    start_at, end_at = _parse_window(job)
     return JobConfig(
         id=job_id,
         schedule=" ".join(schedule.split()),
@@ -175,6 +212,9 @@ def _parse_job(values: Any, path: str) -> JobConfig:
         catch_up_max_age_s=catch_up_max_age,
         paused=job.boolean("paused", False),
         overlap=_parse_overlap(job),
+        start_at=start_at,
+        end_at=end_at,
+        suspend_after_failures=_parse_suspend_after(job),
     )
 
 

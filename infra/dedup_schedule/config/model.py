@@ -78,6 +78,11 @@ class JobConfig:
     paused: bool = False
     # What a delivery does while another run of the job is in progress (runledger.ledger.overlap).
     overlap: str = facts.OVERLAP_ALLOW
+    # The active window (`startAt`/`endAt`): outside it no time is expected nor run.
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    # Suspend the job after this many scheduled runs in a row failed for good (None: never).
+    suspend_after_failures: int | None = None
 
     @property
     def retry_window_s(self) -> float:
@@ -97,6 +102,9 @@ class JobConfig:
             paused=self.paused,
             overlap=self.overlap,
             body=self.body,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            suspend_after=self.suspend_after_failures,
         )
 
 
@@ -136,6 +144,9 @@ class AlertsConfig:
 
     notification_channels: tuple[str, ...] = ()
     emails: tuple[str, ...] = ()
+    # `startLagSeconds`: page when a run of a job started (was claimed) more than this
+    # long after its schedule time; None: no such alert (the metric and chart stay).
+    start_lag_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,10 @@ class ScheduleConfig:
     ingress: str
     audit: AuditConfig = field(default_factory=AuditConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    # `deadLetterTopic`: the full name of the topic final failures are published to.
+    dead_letter_topic: str | None = None
+    # Whether the stack creates that topic (the key named a bare topic id) or it exists.
+    creates_dead_letter_topic: bool = False
     # The regions after `region` the schedule also runs in (`regions` config key): each
     # gets its own function and Scheduler jobs; every run key hashes `region`.
     extra_regions: tuple[str, ...] = ()
@@ -197,6 +212,16 @@ class ScheduleConfig:
         third (`runledger.ledger.lease`). None when the whole lease is no longer than that.
         """
         return facts.HEARTBEAT_S if self.lease_seconds > facts.HEARTBEAT_S else None
+
+    def window_warnings(self, now: datetime) -> list[str]:
+        """One line per job whose `endAt` has passed: Scheduler still fires it, for nothing."""
+        return [
+            f"jobs[{index}].endAt: {job.end_at.isoformat()} has passed; job {job.id!r} "
+            "still fires and every delivery is answered outside_window (remove the job, "
+            "or pause it)"
+            for index, job in enumerate(self.jobs)
+            if job.end_at is not None and job.end_at < now
+        ]
 
     @property
     def retention_seconds(self) -> int:
@@ -305,6 +330,7 @@ class ScheduleConfig:
             heartbeat=None if heartbeat is None else timedelta(seconds=heartbeat),
             key_region=self.region if self.extra_regions else None,
             regions=frozenset(self.regions) if self.extra_regions else frozenset(),
+            dead_letter_topic=self.dead_letter_topic,
         )
         return {
             **settings.to_env(),

@@ -23,6 +23,7 @@ from dedup_schedule.firestore_locations import (
     regional_database_problem,
 )
 from runledger import facts
+from runledger.config import DEAD_LETTER_TOPIC
 
 PROJECT_NAME = "scheduler-dedup"
 
@@ -65,8 +66,12 @@ PROJECT_KEYS = frozenset(
         "audit",
         "alerts",
         "regions",
+        "deadLetterTopic",
     }
 )
+# `deadLetterTopic`: a topic id the stack creates in gcp:project, or an existing topic's
+# full name (Pub/Sub "Resource names": 3-255 characters from a letter, not "goog...").
+_TOPIC_ID = re.compile(r"(?!goog)[A-Za-z][A-Za-z0-9._~+%-]{2,254}")
 _DATABASE_KEYS = frozenset(
     {"name", "create", "location", "deletionProtection", "pointInTimeRecovery"}
 )
@@ -190,6 +195,26 @@ def _collection(reader: ConfigValues) -> str:
     return value
 
 
+def _dead_letter_topic(reader: ConfigValues, project: str) -> tuple[str | None, bool]:
+    """`deadLetterTopic` as the topic's full name, and whether the stack creates it.
+
+    A bare topic id names one the stack creates in gcp:project; a full name, an
+    existing topic (in any project) that the stack only grants publishing on.
+    """
+    value = reader.optional_text("deadLetterTopic")
+    if value is None:
+        return None, False
+    if DEAD_LETTER_TOPIC.fullmatch(value):
+        return value, False
+    if _TOPIC_ID.fullmatch(value):
+        return f"projects/{project}/topics/{value}", True
+    raise ConfigError(
+        f"{reader.key('deadLetterTopic')}: {value!r} is neither a topic id the stack creates "
+        "(3-255 letters, digits, - . _ ~ + %, from a letter, not 'goog...') nor an existing "
+        "topic's name (projects/PROJECT/topics/TOPIC)"
+    )
+
+
 def _request_timeout(reader: ConfigValues, jobs: tuple[JobConfig, ...]) -> int:
     longest_deadline = max(job.attempt_deadline_s for job in jobs)
     request_timeout = reader.duration("requestTimeout", longest_deadline)
@@ -268,6 +293,7 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
     )
 
     regions = _regions(reader, region)
+    dead_letter_topic, creates_topic = _dead_letter_topic(reader, project)
     config = ScheduleConfig(
         project=project,
         region=region,
@@ -303,6 +329,8 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         ),
         audit=parse_audit(reader),
         alerts=parse_alerts(reader),
+        dead_letter_topic=dead_letter_topic,
+        creates_dead_letter_topic=creates_topic,
     )
     check_audit(config, reader, reader.key("jobs"))
     _check_environment_size(config, reader.key("jobs"))

@@ -6,6 +6,10 @@
 - "Scheduled run missed": the audit's missed, stale and released runs and the jobs it
   could not judge (findings counter).
 - "Run audit stopped" (with the audit on): no audit summary line (audits counter).
+- "Job suspended" (with a job's `suspendAfterFailures`): the audit's one `job_suspended`
+  finding per suspension (findings counter).
+- "Run started late" (with `alerts.startLagSeconds`): a run claimed later than that
+  after its schedule time (late-starts counter).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ def create_alert_policies(
         ledger_alert(scope, metrics.runs),
         missed_alert(scope, metrics.findings),
         *([audit_stopped_alert(scope, metrics.audits)] if metrics.audits else []),
+        *([start_lag_alert(scope, metrics.late_starts)] if metrics.late_starts else []),
+        *([suspended_alert(scope, metrics.findings)] if _suspending(scope) else []),
     ]
 
 
@@ -189,4 +195,50 @@ def audit_stopped_alert(
         # An absence incident closes when the summary line comes back; closing it on a
         # timer while the audit is still stopped would only hide that it is.
         auto_close=None,
+    )
+
+
+def start_lag_alert(
+    scope: MonitoringScope, late_starts: gcp.logging.Metric
+) -> gcp.monitoring.AlertPolicy:
+    """The "Run started late" alert: any run claimed past `alerts.startLagSeconds`, per job."""
+    threshold = scope.config.alerts.start_lag_s
+    return threshold_alert(
+        scope,
+        "alert-start-lag",
+        "Run started late",
+        f"A scheduled run was claimed more than {threshold} s after its schedule time "
+        "(`start_lag_s` on the handler's log line, label `job`): Cloud Scheduler delivered "
+        "it late, or only a retry got through. Check the Scheduler job's attempts, the "
+        "handler's cold starts and instance limit, and the start-lag chart.",
+        "WARNING",
+        [(late_starts, f"Run claimed more than {threshold} s late", "")],
+    )
+
+
+def _suspending(scope: MonitoringScope) -> bool:
+    return any(job.suspend_after_failures is not None for job in scope.config.jobs)
+
+
+def suspended_alert(
+    scope: MonitoringScope, findings: gcp.logging.Metric
+) -> gcp.monitoring.AlertPolicy:
+    """The "Job suspended" alert: the audit's finding when a job's suspension begins.
+
+    The audit logs that finding once per suspension (`runledger.ledger.suspension`), so
+    this pages once, not for every time the suspended job does not run.
+    """
+    return threshold_alert(
+        scope,
+        "alert-suspended",
+        "Job suspended",
+        "A job was suspended in the ledger: after suspendAfterFailures scheduled runs in a "
+        "row failed for good, or by an operator (`ops suspend`). Its deliveries are answered "
+        "`suspended` and not run until `ops resume`. The finding's `detail` says by whom, "
+        "since when and why; `ops describe --job` shows the same.",
+        "ERROR",
+        [],
+        extra=findings_condition(
+            findings, "Audit found a job suspended", (facts.OUTCOME_JOB_SUSPENDED,)
+        ),
     )

@@ -1,5 +1,5 @@
-"""The schedule's dashboard: runs, findings, attempts, latency, runs past their deadline
-(and audits, skips, if on).
+"""The schedule's dashboard: runs, findings, attempts, latency, runs past their deadline,
+start lag (and audits, skips, if on).
 
 Its charts name the log-based metrics by the names of the metric resources (Outputs),
 so the dashboard is created after the metrics it charts.
@@ -63,6 +63,15 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
     ]
     if metrics.audits is not None:
         tiles.append(("Audits finished", metrics.audits, _sum(), "STACKED_BAR", ""))
+    tiles.append(
+        (
+            "Start lag in s (99th percentile): schedule time to claim, by job",
+            metrics.start_lag,
+            _percentile(),
+            "LINE",
+            "",
+        )
+    )
     if any(job.overlap == "skip" for job in scope.config.jobs):
         # Deliveries an overlap policy skipped (runledger.ledger.overlap): deliberately not run.
         tiles.append(
@@ -72,6 +81,27 @@ def dashboard(scope: MonitoringScope, metrics: MonitoredMetrics) -> gcp.monitori
                 _sum("metric.label.job"),
                 "STACKED_BAR",
                 f'metric.label.outcome="{facts.OUTCOME_OVERLAP_SKIPPED}"',
+            )
+        )
+    if any(job.suspend_after_failures is not None for job in scope.config.jobs):
+        # Deliveries of a suspended job (runledger.ledger.suspension): deliberately not run.
+        tiles.append(
+            (
+                "Runs not run: job suspended, by job",
+                metrics.runs,
+                _sum("metric.label.job"),
+                "STACKED_BAR",
+                f'metric.label.outcome="{facts.OUTCOME_SUSPENDED}"',
+            )
+        )
+    if metrics.dead_letters is not None:
+        tiles.append(
+            (
+                "Dead letters by outcome and kind",
+                metrics.dead_letters,
+                _sum("metric.label.outcome", "metric.label.kind"),
+                "STACKED_BAR",
+                "",
             )
         )
     names = pulumi.Output.all(*(tile[1].name for tile in tiles))
@@ -92,6 +122,12 @@ def _dashboard_json(
 ) -> str:
     """The dashboard's JSON: one chart per tile, of the metric named `names[i]`."""
     place = scope.placement
+    widgets = [
+        _chart(title, name, aggregation, plot, labels)
+        for (title, _, aggregation, plot, labels), name in zip(tiles, names, strict=True)
+    ]
+    if any(job.suspend_after_failures is not None for job in scope.config.jobs):
+        widgets.append(_suspensions_panel(scope))
     layout = {
         "displayName": f"{place.prefix}: scheduled runs",
         "mosaicLayout": {
@@ -102,15 +138,24 @@ def _dashboard_json(
                     "yPos": 16 * (index // 2),
                     "width": 24,
                     "height": 16,
-                    "widget": _chart(title, name, aggregation, plot, labels),
+                    "widget": widget,
                 }
-                for index, ((title, _, aggregation, plot, labels), name) in enumerate(
-                    zip(tiles, names, strict=True)
-                )
+                for index, widget in enumerate(widgets)
             ],
         },
     }
     return json.dumps(_without_defaults(layout))
+
+
+def _suspensions_panel(scope: MonitoringScope) -> dict[str, Any]:
+    """The audit's `job_suspended` lines: which job, by whom, since when, why (their detail)."""
+    return {
+        "title": "Suspensions: job, by whom, since when, why",
+        "logsPanel": {
+            "filter": f'{scope.lines} AND jsonPayload.outcome="{facts.OUTCOME_JOB_SUSPENDED}"',
+            "resourceNames": [f"projects/{scope.config.project}"],
+        },
+    }
 
 
 def _without_defaults(value: Any) -> Any:

@@ -7,22 +7,32 @@ one fate once the world has settled (docs/reliability.md, "The simulator"):
     reported   an audit finding names it, or a `drifted` finding its job while
                the console's edit held
     not run    deliberately: the operator meant the job paused then, or its
-               record says `skipped` (overlap: skip)
+               record says `skipped` (overlap: skip), or the time is outside its
+               job's active window (`startAt`/`endAt`: then no trigger may run it
+               and no finding may name it)
 
 A time with none is `lost`. Beyond the fate, the rules the history is held to:
 a time never takes effect again once its completion was recorded (`ran twice`),
 a finding is never made for a time whose completion was recorded before it
 (`false finding`), catch-up never runs a paused or skipped time, and every time
-a backfill asked to run is run after the ask. The history itself reports a
+a backfill asked to run is run after the ask, and a completed time a backfill
+reruns (`--only all`) is run after the ask, once, and a dead letter is published
+once per final failure and for nothing else (`_letters`). The history itself reports a
 second body started under another's live lease, and a final record changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from runledger.delivery.dead_letter import (
+    ID_ATTRIBUTE,
+    KIND_FAILED,
+    KIND_RETRIES_EXHAUSTED,
+    dead_letter_id,
+)
 from runledger.delivery.identify import run_key
 from runledger.facts import (
     OUTCOME_JOB_DRIFTED,
@@ -32,7 +42,7 @@ from runledger.facts import (
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import Status
 from scheduler_dedup.localrun.simulation.instants import listed
-from scheduler_dedup.localrun.simulation.oracle import Execution, History, Violation
+from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
 _RUN_FINDINGS = ("run_missed", "run_stale", "run_failed", "run_released")
 
@@ -44,19 +54,31 @@ class Expected:
     job: str
     instants: tuple[datetime, ...]
     keys: tuple[str, ...]
+    # Outside its job's active window (`startAt`/`endAt`): deliberately not run.
+    outside: bool = False
 
 
 def expected_times(
-    jobs: Sequence[tuple[str, str, str]], start: datetime, end: datetime, project: str, region: str
+    jobs: Sequence[tuple[str, str, str]],
+    start: datetime,
+    end: datetime,
+    project: str,
+    region: str,
+    windows: Mapping[str, Callable[[datetime], bool]] | None = None,
 ) -> list[Expected]:
-    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them."""
+    """Every (job, schedule, zone)'s times in (start, end], as the stack's schedule has them.
+
+    `windows`: each windowed job's test of a time (its first instant) being in its window.
+    """
+    windows = windows or {}
     times = []
     for job, schedule, zone in jobs:
         for instants in listed(schedule, zone, start, end):
             if instants[0] <= start:
                 continue  # sent from the start on: a repeated wall time whose first is the start
             keys = tuple(run_key(job, at, project, region, manual=False) for at in instants)
-            times.append(Expected(job, instants, keys))
+            inside = windows.get(job, lambda _: True)(instants[0])
+            times.append(Expected(job, instants, keys, outside=not inside))
     return times
 
 
@@ -70,6 +92,24 @@ def _within(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
     return state
 
 
+# A delivery reads its job's suspension, then claims: one that read just before the
+# suspension landed may still start its body this long after it.
+SUSPENSION_RACE = MAX_CLOCK_SKEW
+
+
+def _suspended_since(timeline: list[tuple[datetime, bool]], at: datetime) -> bool:
+    """Whether the job had been suspended for longer than the race allows at `at`."""
+    return _within(timeline, at) and _within(timeline, at - SUSPENSION_RACE)
+
+
+def _recorded_suspended_before(history: History, keys: Sequence[str], at: datetime) -> bool:
+    return any(
+        when < at and record is not None and record.status is Status.SUSPENDED
+        for key in keys
+        for when, record in history.records[key]
+    )
+
+
 def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bool:
     return any(
         when < at and record is not None and record.status is Status.COMPLETED
@@ -78,9 +118,11 @@ def _completed_before(history: History, keys: Sequence[str], at: datetime) -> bo
     )
 
 
-def _completed_since(history: History, keys: Sequence[str], at: datetime) -> bool:
+def _completed_since(
+    history: History, keys: Sequence[str], at: datetime, status: Status = Status.COMPLETED
+) -> bool:
     return any(
-        when >= at and record is not None and record.status is Status.COMPLETED
+        when >= at and record is not None and record.status is status
         for key in keys
         for when, record in history.records[key]
     )
@@ -103,7 +145,95 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
         violations += _fate(history, time, findings, drifted)
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
+    violations += history.work.check(history.records)  # `job_work`
+    for ask in history.rerun_asks:
+        violations += _rerun(history, ask)
+    violations += _letters(history, {key for time in expected for key in time.keys})
     return violations
+
+
+# The record status each kind of dead letter is about (`delivery.dead_letter`).
+_LETTER_STATUS = {KIND_FAILED: Status.FAILED, KIND_RETRIES_EXHAUSTED: Status.RELEASED}
+
+
+def _letters(history: History, judged: set[str]) -> list[Violation]:
+    """A dead letter is published once per final failure, and for nothing else.
+
+    Each stored copy must be about its run's record as it stood: that status, that
+    attempt. A copy stored while the run's note already named it is one too many (a
+    copy again after a lost answer, the note not written, is the guarantee's slack,
+    and consumers dedupe it by `dead_letter_id`). Every judged time whose run stays
+    failed for good has its letter stored, or a publish logged failed after it failed.
+    """
+    found: list[Violation] = []
+    stored: set[str] = set()
+    for at, attributes, record in history.letters:
+        key, kind, letter = attributes["run_key"], attributes["kind"], attributes[ID_ATTRIBUTE]
+        stored.add(letter)
+        job = "-" if record is None else record.job
+        when = None if record is None else record.schedule_time
+        if (
+            record is None
+            or record.status is not _LETTER_STATUS[kind]
+            or dead_letter_id(key, record.attempt_id, kind) != letter
+        ):
+            found.append(
+                Violation(job, when, "dead letter for no failure", f"{kind} at {at:%H:%M:%S}")
+            )
+        elif record.dead_letter_id == letter:
+            found.append(
+                Violation(job, when, "dead letter after its note", f"{kind} again at {at:%H:%M:%S}")
+            )
+    for key in judged:
+        final = next((r for _, r in reversed(history.records[key]) if r is not None), None)
+        if final is None or final.status is not Status.FAILED:
+            continue
+        if dead_letter_id(key, final.attempt_id, KIND_FAILED) in stored:
+            continue
+        failed_at = next(at for at, r in history.records[key] if r is final)
+        if not any(at >= failed_at for at in history.unpublished[key]):
+            found.append(
+                Violation(
+                    final.job,
+                    final.schedule_time,
+                    "dead letter lost",
+                    f"failed for good at {failed_at:%H:%M:%S} (attempt {final.attempt_id}): "
+                    "no letter stored, no failed publish logged",
+                )
+            )
+    return found
+
+
+def _rerun(history: History, ask: RerunAsk) -> list[Violation]:
+    """A rerun of a completed time (`--only all`) runs once: after the ask, and never again.
+
+    It is a run of its own generation's key, so its first record is untouched (the
+    history reports a final record changed) and its own effects are held to the rule
+    a scheduled time is: one once the rerun's completion was recorded, no more.
+    """
+    runs = sorted(history.executions[ask.key], key=lambda e: e.start)
+    effects = [e for e in runs if e.effect_at is not None]
+    found = [
+        Violation(
+            ask.job,
+            ask.schedule_time,
+            "rerun ran twice",
+            f"attempt {later.attempt_id} took effect at {later.effect_at:%H:%M:%S} after "
+            "the rerun's completion was recorded",
+        )
+        for later in effects[1:]
+        if _completed_before(history, [ask.key], later.start)
+    ]
+    if not any(run.start >= ask.at for run in runs):
+        found.append(
+            Violation(
+                ask.job,
+                ask.schedule_time,
+                "rerun asked, never run",
+                f"a backfill --only all asked at {ask.at:%H:%M:%S}; no attempt since",
+            )
+        )
+    return found
 
 
 def _lost_lease(history: History, execution: Execution) -> Violation | None:
@@ -154,10 +284,22 @@ def _fate(
     paused = _within(history.intents[job], when)
     records = [r for key in time.keys for _, r in history.records[key][-1:] if r is not None]
     skipped = any(r.status is Status.SKIPPED for r in records)
+    suspended = any(r.status is Status.SUSPENDED for r in records)
     drift = _within(history.drifts[job], when) and bool(drifted.get(job))
 
     def violation(rule: str, detail: str) -> None:
         found.append(Violation(job, when, rule, detail))
+
+    if time.outside:
+        # Outside its job's active window: never run by any trigger, never reported.
+        for run in runs:
+            violation(
+                "outside-window time run",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
+            )
+        for at in reported:
+            violation("outside-window time reported", f"a finding at {at:%H:%M:%S}")
+        return found
 
     for later in effects[1:]:
         if _completed_before(history, time.keys, later.start):
@@ -177,22 +319,41 @@ def _fate(
             violation(
                 f"{why} time run by catch-up", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
             )
+        if run.trigger == TRIGGER_CATCH_UP and _recorded_suspended_before(
+            history, time.keys, run.start
+        ):
+            violation(
+                "suspended time run by catch-up",
+                f"attempt {run.attempt_id} at {run.start:%H:%M:%S}",
+            )
+        if _suspended_since(history.suspensions[job], run.start):
+            violation(
+                "run while suspended",
+                f"attempt {run.attempt_id} ({run.trigger}) started at {run.start:%H:%M:%S}",
+            )
         if run.trigger == TRIGGER_BACKFILL and skipped:
             violation(
                 "skipped time run by backfill", f"attempt {run.attempt_id} at {run.start:%H:%M:%S}"
             )
     for ask in history.asks:
         # A run in progress when asked is left to its holder while its lease is live: its
-        # completion recorded since (its effect may predate the ask) is the run asked for.
+        # completion recorded since (its effect may predate the ask) is the run asked for,
+        # and so is its terminal failure for a request without --include-failed (seed 81).
         after = (
             any(r.start >= ask.at for r in runs)
             or any(e.effect_at >= ask.at for e in effects)
             or _completed_since(history, time.keys, ask.at)
+            or (
+                not ask.include_failed
+                and _completed_since(history, time.keys, ask.at, Status.FAILED)
+            )
+            # Reported instead: its record would expire before a run finished (`ttl_deletion`).
+            or history.past_retention.get((job, when), ask.at) > ask.at
         )
-        if ask.job == job and when in ask.times and not after:
+        if ask.job == job and when in ask.times and not after and not suspended:
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift):
-        violation("lost", "never ran, no finding, not paused, not skipped")
+    if not (effects or reported or paused or skipped or drift or suspended):
+        violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found

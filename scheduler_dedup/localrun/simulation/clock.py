@@ -46,6 +46,9 @@ class Task:
         self.done = False
         self.cut_until: datetime | None = None  # its instance cannot reach the store until then
         self.saved = False  # it wrote an audit's watermarks (`store.FaultPlan.crash_after_save`)
+        # How much longer its sleeps and renewals take: a request cut by Cloud Run's
+        # timeout works on with its CPU throttled (`timeouts`).
+        self.slowdown = 1.0
         self._turn = _baton()
 
     def kill(self) -> None:
@@ -110,7 +113,7 @@ class Loop:
         task = self.current
         if task is None:
             raise RuntimeError("sleep outside a task")
-        self.at(self.now + delay, lambda: self._resume(task))
+        self.at(self.now + delay * task.slowdown, lambda: self._resume(task))
         self._back.release()
         task._turn.acquire()
         if task.killed:
@@ -159,4 +162,5 @@ class LoopRenewals:
             finally:
                 self._loop.current = previous
 
-        self._loop.after(timedelta(seconds=round(delay_s, 1)), fire)
+        slowdown = 1.0 if owner is None else owner.slowdown
+        self._loop.after(timedelta(seconds=round(delay_s * slowdown, 1)), fire)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runledger.backfill.firestore_store import FirestoreBackfills
+from runledger.facts import WORK_COLLECTION
 from runledger.ledger.firestore_store import (
     AUDIT_COLLECTION,
     EPOCH_COLLECTION,
@@ -33,6 +34,20 @@ class EmulatedStore(FirestoreRunStore):
 
     def backfills(self) -> FirestoreBackfills:
         return FirestoreBackfills(self._client, COLLECTION)
+
+    def delete_expired(self, before: Any) -> list[str]:
+        """Firestore's TTL deletion, all at once: every run whose `expire_at` is before
+        `before`, with its checkpoints and outputs; the keys deleted."""
+        from google.cloud.firestore import FieldFilter
+
+        runs = self._client.collection(COLLECTION)
+        gone = []
+        for snapshot in runs.where(filter=FieldFilter("expire_at", "<", before)).stream():
+            for item in snapshot.reference.collection(WORK_COLLECTION).stream():
+                item.reference.delete()
+            snapshot.reference.delete()
+            gone.append(snapshot.id)
+        return gone
 
     def delete_audit_documents(self) -> None:
         audit = self._client.collection(AUDIT_COLLECTION).document(COLLECTION)

@@ -7,8 +7,10 @@ unpause that they are due again, whatever Cloud Scheduler then does.
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, MODES
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.scenario import Action, Scenario, moment
 from scheduler_dedup.localrun.simulation.world import World
@@ -61,6 +63,18 @@ def draw(scenario: Scenario) -> None:
             f"force run {job} (ScheduleTime {stamped})",
             _force(job, stamped),
         )
+    suspending = [job.id for job in scenario.jobs if job.suspend_after is not None]
+    if suspending:
+        # Its own generator: every other action stays as without suspensions.
+        draws = random.Random(f"{scenario.seed}-suspension-actions")
+        job = suspending[0]
+        if draws.random() < 0.5:
+            at = moment(draws, start, end - timedelta(minutes=30))
+            back = at + timedelta(minutes=draws.randint(5, 40))
+            add(at, f"ops suspend {job}", _suspend(job, True))
+            add(back, f"ops resume {job}", _suspend(job, False))
+        for _ in range(draws.randint(1, 2)):  # resume an automatic suspension, if any
+            add(moment(draws, start, end), f"ops resume {job} (if suspended)", _suspend(job, False))
     if "delete_audit_docs" in features and rng.random() < 0.4:
         add(moment(rng, start, end), "operator deletes runledger_audit", _delete_audit)
     for _ in range(rng.randint(0, 2)):
@@ -69,11 +83,17 @@ def draw(scenario: Scenario) -> None:
         at = at.replace(second=0)
         first = at - timedelta(minutes=rng.randint(30, 70))
         last = at - timedelta(minutes=rng.randint(1, 20))
-        failed = rng.random() < 0.5
+        draw = rng.random()
+        mode = MODE_FAILED if draw < 0.5 else MODE_MISSING
+        newest_first = False
+        if "backfill_modes" in features:
+            mode = MODES[int(draw * len(MODES))]
+            newest_first = rng.random() < 0.5
+        order = " newest first" if newest_first else ""
         add(
             at,
-            f"backfill {job} [{first:%H:%M}, {last:%H:%M}) failed={failed}",
-            _backfill(job, first, last, failed),
+            f"backfill {job} [{first:%H:%M}, {last:%H:%M}) --only {mode}{order}",
+            _backfill(job, first, last, mode, newest_first),
         )
     scenario.actions.sort(key=lambda item: item[0])
     scenario.notes.sort()
@@ -128,10 +148,14 @@ def _force(job: str, stamped: bool) -> Action:
     return lambda world: world.scheduler.force(job, stamped)
 
 
+def _suspend(job: str, suspended: bool) -> Action:
+    return lambda world: world.suspend(job, suspended)
+
+
 def _delete_audit(world: World) -> None:
     world.inner.delete_audit_documents()
     world.history.event(world.loop.now, "runledger_audit deleted (epochs, watermarks, slots)")
 
 
-def _backfill(job: str, first: datetime, last: datetime, failed: bool) -> Action:
-    return lambda world: world.backfill(job, first, last, failed)
+def _backfill(job: str, first: datetime, last: datetime, mode: str, newest_first: bool) -> Action:
+    return lambda world: world.backfill(job, first, last, mode, newest_first)

@@ -21,10 +21,13 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from scheduler_dedup.localrun.simulation.violation import Violation
+from scheduler_dedup.localrun.simulation.work_history import WorkHistory
 
 # How far one instance's clock may be off (`scenario.Scenario.skew`).
 INSTANCE_SKEW = timedelta(seconds=1)
 Moment = tuple[str, datetime]  # (job, schedule time): what a trace is about
+__all__ = ["Ask", "Execution", "History", "Moment", "Violation"]
 
 
 @dataclass
@@ -47,24 +50,23 @@ class Execution:
 
 
 @dataclass(frozen=True)
-class Violation:
-    job: str
-    schedule_time: datetime | None
-    rule: str
-    detail: str
-
-    def line(self) -> str:
-        when = "-" if self.schedule_time is None else f"{self.schedule_time:%Y-%m-%dT%H:%M:%SZ}"
-        return f"{self.rule}: {self.job} at {when}: {self.detail}"
-
-
-@dataclass(frozen=True)
 class Ask:
     """A backfill request as the operator made it, and the times it asked to run."""
 
     at: datetime
     job: str
     times: frozenset[datetime]
+    include_failed: bool = True
+
+
+@dataclass(frozen=True)
+class RerunAsk:
+    """A completed time a backfill (`--only all`) asked to rerun, as its generation's run key."""
+
+    at: datetime
+    job: str
+    schedule_time: datetime
+    key: str
 
 
 class History:
@@ -76,7 +78,14 @@ class History:
         self._unsummed: dict[Any, list[tuple[datetime, str, datetime | None, str, Any]]] = {}
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.drifts: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
+        # Each job's suspension as its document was written: when, and suspended or not.
+        self.suspensions: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
         self.asks: list[Ask] = []
+        self.rerun_asks: list[RerunAsk] = []
+        # Dead letters (`dead_letters`): each stored copy (when, its attributes, the run's
+        # record as the store held it then), and each run key a publish was logged failed for.
+        self.letters: list[tuple[datetime, dict[str, str], RunRecord | None]] = []
+        self.unpublished: dict[str, list[datetime]] = defaultdict(list)
         self.timeline: dict[Moment, list[tuple[datetime, str]]] = defaultdict(list)
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
@@ -85,6 +94,10 @@ class History:
         self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
         self.crashes: list[str] = []
+        self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
+        # Backfill times the audit reported it could no longer run, as (job, time) -> when
+        # (`backfill_past_retention`: the record would expire before the run finished).
+        self.past_retention: dict[tuple[str, datetime], datetime] = {}
 
     # -- what the world reports --
 
@@ -153,6 +166,16 @@ class History:
             if record is not None and record.attempt_id == execution.attempt_id:
                 return record.lease_expires if record.status is Status.IN_PROGRESS else None
         return None
+
+    def backfill_past_retention(self, job: str, when: datetime, now: datetime) -> None:
+        self.past_retention.setdefault((job, when), now)
+        self.note(job, when, now, "backfill reports it past the retention: not run")
+
+    def ttl_deleted(self, key: str, now: datetime) -> None:
+        """TTL deleted the run `key` (`ttl_deletion`): a deletion, not a write of the system's."""
+        last = next((r for _, r in reversed(self.records.get(key, [])) if r is not None), None)
+        if last is not None:
+            self.note(last.job, last.schedule_time, now, "record deleted by TTL")
 
     def record_written(self, now: datetime, key: str, record: RunRecord | None) -> None:
         written = self.records[key]
@@ -260,16 +283,48 @@ class History:
         self.intents[job].append((now, paused))
         self.event(now, f"{job} {'paused' if paused else 'due again'} (operator's intent)")
 
+    def suspension_written(self, now: datetime, suspension: Any) -> None:
+        """A job's suspension document landed; a change of its state goes to the timeline."""
+        changes = self.suspensions[suspension.job]
+        if (changes[-1][1] if changes else False) != suspension.suspended:
+            changes.append((now, suspension.suspended))
+            what = f"suspended by {suspension.by}" if suspension.suspended else "resumed"
+            self.event(now, f"{suspension.job} {what} (ledger)")
+
     def drift(self, job: str, now: datetime, drifted: bool) -> None:
         self.drifts[job].append((now, drifted))
         self.event(now, f"{job} {'drifted' if drifted else 'back to its stack schedule'}")
 
-    def backfill_asked(self, now: datetime, job: str, times: list[datetime], text: str) -> None:
+    def backfill_asked(
+        self,
+        now: datetime,
+        job: str,
+        times: list[datetime],
+        text: str,
+        include_failed: bool = True,
+    ) -> None:
         """The times a backfill asks to run: its plan by the one true clock, at the request."""
-        self.asks.append(Ask(now, job, frozenset(times)))
+        self.asks.append(Ask(now, job, frozenset(times), include_failed))
         self.event(now, f"{text}: asks {len(times)} time(s)")
         for when in times:
             self.note(job, when, now, "asked by a backfill")
+
+    def letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        key = attributes["run_key"]
+        current = next((r for _, r in reversed(self.records[key]) if r is not None), None)
+        self.letters.append((now, attributes, current))
+        if current is not None:
+            kind = attributes["kind"]
+            self.note(current.job, current.schedule_time, now, f"dead letter {kind} stored")
+
+    def letter_unpublished(self, now: datetime, key: str) -> None:
+        self.unpublished[key].append(now)
+
+    def reruns_asked(self, now: datetime, reruns: list[tuple[str, datetime, str]]) -> None:
+        """The completed times a recorded `--only all` request reruns: (job, time, run key)."""
+        for job, when, key in reruns:
+            self.rerun_asks.append(RerunAsk(now, job, when, key))
+            self.note(job, when, now, f"rerun asked by a backfill (run key {key[:12]})")
 
     def note(self, job: str, when: datetime, now: datetime, text: str) -> None:
         self.timeline[job, when].append((now, text))

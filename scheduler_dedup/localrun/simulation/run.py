@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from runledger.ledger.memory_store import MemoryRunStore
@@ -21,6 +22,8 @@ class SeedResult:
     expected: list[Expected]
     violations: list[Violation]
     faults: dict[str, int]
+    simulated: timedelta  # the world's span on the fake clock, start to stop
+    api_faults: dict[str, int]  # the Scheduler and log reads that failed, by fault
 
 
 def run_seed(
@@ -33,5 +36,16 @@ def run_seed(
     world = World(scenario, store(), history)
     world.run()
     jobs = [(job.id, job.schedule, job.time_zone) for job in scenario.jobs]
-    expected = expected_times(jobs, scenario.start, scenario.end, scenario.project, scenario.region)
-    return SeedResult(scenario, history, expected, check(history, expected), world.faults.counts)
+    windows = {job.id: job.in_window for job in scenario.jobs if job.start_at or job.end_at}
+    expected = expected_times(
+        jobs, scenario.start, scenario.end, scenario.project, scenario.region, windows
+    )
+    return SeedResult(
+        scenario,
+        history,
+        expected,
+        check(history, expected),
+        world.faults.counts,
+        world.stopped - scenario.start,
+        world.api.counts,
+    )

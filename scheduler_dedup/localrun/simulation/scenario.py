@@ -6,10 +6,10 @@ and October, America/New_York in March and November) or an ordinary one, and
 the audit every ten minutes. The operator: forced runs with and without
 ScheduleTime, pauses from the console (live state only) and from the stack (a
 deploy), short and long, a console edit of a schedule and its undo, backfills
-with and without --include-failed. The faults: the store's (`store.FaultPlan`),
-outages, partitions of one instance, lost answers and duplicate deliveries,
-clock skew within `MAX_CLOCK_SKEW` between instances, the deletion of the
-audit's documents.
+with and without --include-failed (`backfill_modes`: --only missing, failed or
+all, newest first or not). The faults: the store's (`store.FaultPlan`), outages,
+partitions of one instance, lost answers and duplicate deliveries, clock skew
+within `MAX_CLOCK_SKEW` between instances, the deletion of the audit's documents.
 
 `FEATURES` names the fault classes whose fixes are still on their way: each is
 on unless switched off (`Scenario` takes the set that is on), so a seed says
@@ -18,17 +18,19 @@ exactly what it exercised.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation.regions import RegionOutage
-from scheduler_dedup.localrun.simulation.regions import draw as regions_draw
+from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, ttl, work
+from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
+from scheduler_dedup.localrun.simulation.ttl import Retention
 
 if TYPE_CHECKING:
     from scheduler_dedup.localrun.simulation.world import World
@@ -44,9 +46,24 @@ FEATURES = {
     "that write and before its finding lines",
     "operator_skew": "reported failures rerun (--include-failed) from a laptop clock up to "
     "30 minutes off",
-    "region_outage": "the stack in two regions, one out for minutes to hours (its Scheduler "
-    "stops, its function answers 5xx or times out, or loses the store), both delivering "
-    "every time at the same instant",
+    # Issue 35: production's world.
+    "job_work": "job bodies that checkpoint their stages (ctx.stage) and emit a once-only "
+    "output (ctx.output), under every store fault",
+    "request_timeout": "Cloud Run's request timeout cuts requests mid-job: 504 to Scheduler, "
+    "the code works on with its CPU throttled",
+    "pause_api_versions": "pauses and resumes made through the v1beta1 and v1alpha1 APIs "
+    "(gcloud beta/alpha), logged under those versions' method names",
+    "unreadable_scheduler": "the Scheduler listing and the pause log refused (403), "
+    "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds",
+    "ttl_deletion": "TTL deletes records past expire_at, with the shortest retention the "
+    "program accepts, while jobs run and Scheduler retries",
+    # Issue 36: the operator's controls.
+    "active_window": "a job's active window (startAt/endAt) opening and closing mid-run",
+    "suspension": "a job suspended after failures in a row, or by the operator, and resumed",
+    "backfill_modes": "backfills --only missing, failed or all (completed times rerun as a "
+    "new generation), oldest or newest first",
+    "dead_letters": "final failures pushed to a Pub/Sub topic whose publishes fail or lose "
+    "their answers",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -90,6 +107,16 @@ class SimJob:
     work_s: tuple[float, float]
     retryable: float = 0.0
     terminal: float = 0.0
+    # The active window (`startAt`/`endAt`): its times outside are deliberately not run.
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    # `suspendAfterFailures` (None: off): its runs stop after that many failures in a row.
+    suspend_after: int | None = None
+
+    def in_window(self, when: datetime) -> bool:
+        return (self.start_at is None or self.start_at <= when) and (
+            self.end_at is None or when <= self.end_at
+        )
 
 
 @dataclass
@@ -117,9 +144,13 @@ class Scenario:
     project: str = PROJECT
     region: str = REGION
     skew: timedelta = timedelta(seconds=1)  # each instance's clock within ±skew
-    # Every region the stack runs in, the key region (`region`) first (`region_outage`).
-    regions: tuple[str, ...] = (REGION,)
-    region_outages: tuple[RegionOutage, ...] = ()
+    staged: dict[str, int] = field(default_factory=dict)  # `job_work`: job -> its stages
+    request_timeout: RequestTimeout | None = None  # `request_timeout`
+    # `pause_api_versions`, `unreadable_scheduler`: how the audit's REST reads are answered.
+    api_versions: tuple[str, ...] = ("v1",)
+    api_fault_rate: float = 0.0
+    log_lags_s: tuple[int, ...] = (0,)
+    ttl: Retention | None = None  # `ttl_deletion`
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -236,10 +267,12 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
             for fault in ("lost", "kill_after")
         )
     skew = rng.uniform(-1800, 1800) if "operator_skew" in features else rng.uniform(-1, 1)
-    regions, region_outages = (
-        regions_draw(seed, REGION, start, end) if "region_outage" in features else ((REGION,), ())
-    )
-    return Scenario(
+    if "active_window" in features:
+        # A generator of its own: every other draw of the seed stays as without windows.
+        jobs = _windowed(random.Random(f"{seed}-active-window"), jobs, start, end)
+    if "suspension" in features:
+        jobs = _suspending(random.Random(f"{seed}-suspension"), jobs)
+    scenario = Scenario(
         seed=seed,
         rng=rng,
         start=start,
@@ -256,9 +289,68 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         operator_skew=timedelta(seconds=skew),
         outages=outages,
         spared=frozenset(spared),
-        regions=regions,
-        region_outages=region_outages,
     )
+    # Each class of issue 35 draws last, and only when on: the worlds of the others stay.
+    if "job_work" in features:
+        scenario.staged = work.draw(rng, jobs)
+    if "request_timeout" in features:
+        longest = max(max(job.deadline.total_seconds(), job.work_s[1]) for job in jobs)
+        timeout = timeouts.draw(rng, timedelta(seconds=longest))
+        scenario.request_timeout = timeout
+        scenario.audit = dataclasses.replace(audit, deadline=timeout.after)
+    if "pause_api_versions" in features:
+        scenario.api_versions = scheduler_api.VERSIONS
+    if "unreadable_scheduler" in features:
+        scenario.api_fault_rate = rng.choice(scheduler_api.FAULT_RATES)
+        scenario.log_lags_s = scheduler_api.LAGS_S
+    if "ttl_deletion" in features:
+        kept = ttl.draw(rng, jobs, SETTINGS.lease, timedelta(minutes=10))
+        scenario.ttl = kept
+        scenario.settings = dataclasses.replace(scenario.settings, retention=kept.retention)
+        scenario.lookback_s = kept.lookback_s
+    return scenario
+
+
+def _windowed(
+    rng: random.Random, jobs: list[SimJob], start: datetime, end: datetime
+) -> list[SimJob]:
+    """Most seeds give one or two jobs an active window that opens, closes, or both, mid-run.
+
+    A bound falls on a whole minute half the time, so on a scheduled time itself (both
+    ends are inside), else between two.
+    """
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = set(rng.sample([job.id for job in jobs], rng.randint(1, 2)))
+
+    def bound(earliest: datetime, latest: datetime) -> datetime:
+        at = earliest + timedelta(seconds=rng.randint(0, int((latest - earliest).total_seconds())))
+        return at.replace(second=0) if rng.random() < 0.5 else at
+
+    windowed = []
+    for job in jobs:
+        if job.id in chosen:
+            shape = rng.choice(("opens", "closes", "both"))
+            opens = bound(start, end - timedelta(minutes=40)) if shape != "closes" else None
+            after = start + timedelta(minutes=10) if opens is None else opens
+            closes = bound(after + timedelta(minutes=1), end) if shape != "opens" else None
+            job = replace(job, start_at=opens, end_at=closes)
+        windowed.append(job)
+    return windowed
+
+
+def _suspending(rng: random.Random, jobs: list[SimJob]) -> list[SimJob]:
+    """Most seeds give one job `suspendAfterFailures` (1 to 3) and failures often enough
+    to reach it: the operator suspends and resumes it too (`operator.draw`)."""
+    if rng.random() >= 0.7:
+        return jobs
+    chosen = rng.choice([job.id for job in jobs])
+    return [
+        replace(job, suspend_after=rng.randint(1, 3), terminal=rng.choice((0.1, 0.25, 0.4)))
+        if job.id == chosen
+        else job
+        for job in jobs
+    ]
 
 
 def moment(rng: random.Random, start: datetime, end: datetime) -> datetime:

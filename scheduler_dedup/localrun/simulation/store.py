@@ -25,7 +25,16 @@ from runledger.ledger.record import RunRecord
 from scheduler_dedup.localrun.simulation.clock import Killed, Loop, Task
 
 _READS = frozenset(
-    {"get", "get_many", "get_items", "get_epochs", "get_lasting_epochs", "get_shards", "get_slot"}
+    {
+        "get",
+        "get_many",
+        "get_items",
+        "get_epochs",
+        "get_lasting_epochs",
+        "get_shards",
+        "get_slot",
+        "get_suspension",
+    }
 )
 # Each write of run records, and which arguments name them (a dead holder's too).
 _RUN_WRITES = {
@@ -36,7 +45,16 @@ _RUN_WRITES = {
     "claim_slotted": (0, 5),
     "update_slotted": (0,),
 }
-_AUDIT_WRITES = frozenset({"create_epoch", "replace_epoch", "create_shard", "replace_shard"})
+_AUDIT_WRITES = frozenset(
+    {
+        "create_epoch",
+        "replace_epoch",
+        "create_shard",
+        "replace_shard",
+        "create_suspension",
+        "replace_suspension",
+    }
+)
 _SAVES = frozenset({"create_shard", "replace_shard"})  # an audit's watermarks written
 FAULTS = ("fail", "lost", "kill_before", "kill_after")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import IO
 
 from scheduler_dedup.localrun.simulation.run import SeedResult
@@ -20,7 +21,12 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         print(
             f"  job {job.id}: {job.schedule!r} {job.time_zone}, overlap {job.overlap}, "
             f"catch-up {job.catch_up}, deadline {int(job.deadline.total_seconds())} s, "
-            f"retries {job.retry.retry_count}",
+            f"retries {job.retry.retry_count}"
+            + (
+                f", window {_bound(job.start_at)} .. {_bound(job.end_at)}"
+                if job.start_at or job.end_at
+                else ""
+            ),
             file=out,
         )
     print(
@@ -34,6 +40,23 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         f"±{scenario.skew.total_seconds():g} s",
         file=out,
     )
+    if scenario.api_fault_rate or scenario.api_versions != ("v1",):
+        print(
+            f"  Scheduler and log reads: versions {', '.join(scenario.api_versions)}, fault rate "
+            f"{scenario.api_fault_rate}, drawn {result.api_faults}; log lags up to "
+            f"{max(scenario.log_lags_s)} s",
+            file=out,
+        )
+    if scenario.staged:  # `job_work`
+        staged = ", ".join(f"{job} {count}" for job, count in sorted(scenario.staged.items()))
+        print(f"  staged bodies (stages): {staged}", file=out)
+    if scenario.request_timeout is not None:  # `request_timeout`
+        timeout = scenario.request_timeout
+        print(
+            f"  request timeout {int(timeout.after.total_seconds())} s, then "
+            f"{timeout.throttle:g}x slower",
+            file=out,
+        )
     for note in scenario.notes:
         print(f"  operator {note}", file=out)
     for when, text in result.history.events:
@@ -47,3 +70,7 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
         story = result.history.timeline.get((violation.job, violation.schedule_time), [])
         for when, text in story:
             print(f"  {when:%H:%M:%S.%f} {text}", file=out)
+
+
+def _bound(at: datetime | None) -> str:
+    return "open" if at is None else f"{at:%H:%M:%S}"

@@ -15,7 +15,6 @@ the operator's own clock, then forces the audit to run.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import itertools
 import json
@@ -24,22 +23,34 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.audit.pauses import job_timeline
-from runledger.audit.regions import regional_lister
 from runledger.audit.scheduler_state import LiveJob as ListedJob
+from runledger.audit.scheduler_state import session_listing
 from runledger.backfill import queue
-from runledger.backfill.plan import Plan, plan
-from runledger.config import Settings
-from runledger.delivery.identify import parse_schedule_time, scheduler_headers
-from runledger.exceptions import LeaseLost, SchedulerUnreadable, TerminalJobError
+from runledger.backfill.plan import MODE_FAILED, MODE_MISSING, Plan, plan
+from runledger.config import DEAD_LETTER_TOPIC_ENV, Settings
+from runledger.delivery.identify import generation_key, parse_schedule_time, scheduler_headers
+from runledger.exceptions import LeaseLost, TerminalJobError
+from runledger.ledger.suspension import (
+    Suspension,
+    SuspensionRefused,
+    change,
+    resumed_by,
+    suspended_by,
+    suspension_key,
+)
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
+from scheduler_dedup.localrun.simulation import timeouts, ttl
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
-from scheduler_dedup.localrun.simulation.regions import AllRegions, RegionStore, region_settings
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
 from scheduler_dedup.localrun.simulation.scheduler import CloudScheduler, LiveJob
+from scheduler_dedup.localrun.simulation.scheduler_api import SchedulerApi
 from scheduler_dedup.localrun.simulation.store import FaultPlan, FaultyDocs, FaultyStore
+from scheduler_dedup.localrun.simulation.topic import SimTopic
+from scheduler_dedup.localrun.simulation.work import staged_work
+from scheduler_dedup.localrun.simulation.work_history import ItemWatch
 
 # A job body checks its lease and reports progress this often while it works.
 STEP = timedelta(seconds=20)
@@ -48,8 +59,12 @@ QUIET = timedelta(minutes=2)
 # Audits that must log their summary after every time settled (and no backfill request
 # left queued), within SETTLE_CAP.
 SETTLING_AUDITS = 2
-SETTLE_CAP = timedelta(hours=3)
-# The share of reported failures the operator reruns with --include-failed (`operator_skew`).
+SETTLE_CAP = timedelta(hours=12)
+# The dead-letter topic (`dead_letters`), and the share of its publishes that fail or
+# store and lose their answer.
+DEAD_LETTER_TOPIC = "projects/sim-project/topics/sim-dead-letters"
+PUBLISH_FAULTS = 0.15
+# The share of reported failures the operator reruns with --only failed (`operator_skew`).
 RERUN_SHARE = 0.5
 
 
@@ -70,43 +85,55 @@ class World:
             scenario.lost_claims,
             healed_at=scenario.settle,
         )
-        self.inner = inner
+        self.inner = _SuspensionsSeen(inner, self._suspension_written)
+        inner = self.inner
         self.store = FaultyStore(
-            inner,
+            ItemWatch(inner, history.work, lambda: self.loop.now),
             self.loop,
             self.faults,
             self._written,
             lambda key, task: history.refused(key, task, self.loop.now),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
-        self.scheduler = AllRegions(
-            {
-                region: CloudScheduler(
-                    self.loop,
-                    scenario.rng,
-                    functools.partial(self._send, region),
-                    scenario.lost_answers,
-                    scenario.duplicates,
-                )
-                for region in scenario.regions
-            }
+        self.scheduler = CloudScheduler(
+            self.loop, scenario.rng, self._send, scenario.lost_answers, scenario.duplicates
         )
         self._ids = itertools.count(1)
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
         self.settle_cap = scenario.settle + SETTLE_CAP
-        self.apps = {region: self._deploy(region) for region in scenario.regions}
+        self.stopped = scenario.start  # where the clock stood when the world stopped
+        # `pause_api_versions`, `unreadable_scheduler`: the audit reads Scheduler and its
+        # log through the real REST code, answered by the world (`scheduler_api`).
+        self.api = SchedulerApi(
+            self.scheduler,
+            scenario.rng,
+            scenario.project,
+            scenario.region,
+            lambda: self.loop.now,
+            scenario.api_versions,
+            scenario.api_fault_rate,
+            scenario.log_lags_s,
+        )
+        self.topic = SimTopic(
+            scenario.rng,
+            PUBLISH_FAULTS,
+            lambda: self.loop.now,
+            self._letter_stored,
+            scenario.settle,
+        )
+        self.app = self._deploy()
 
     # -- the handler, as a deploy builds it --
 
-    def env(self, region: str | None = None) -> dict[str, str]:
-        """The environment the program sets on `region`'s function (None: the first's)."""
+    def env(self) -> dict[str, str]:
         entries = [self._entry(job) for job in self.scenario.jobs]
-        scenario = self.scenario
-        settings = region_settings(scenario.settings, scenario.regions, region or scenario.region)
+        letters = "dead_letters" in self.scenario.features
+        topic = {DEAD_LETTER_TOPIC_ENV: DEAD_LETTER_TOPIC} if letters else {}
         return {
-            **settings.to_env(),
+            **self.scenario.settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
+            **topic,
         }
 
     def _entry(self, job: SimJob) -> dict[str, object]:
@@ -117,48 +144,40 @@ class World:
             retry_window_s=job.retry.retry_window_s(job.deadline.total_seconds()),
             attempt_deadline_s=int(job.deadline.total_seconds()),
             catch_up=job.catch_up,
+            catch_up_max_age_s=(
+                self.scenario.ttl.catch_up_max_age_s
+                if job.catch_up and self.scenario.ttl is not None
+                else None
+            ),
             paused=job.id in self.paused_in_stack,
             overlap=job.overlap,
+            start_at=job.start_at,
+            end_at=job.end_at,
+            suspend_after=job.suspend_after,
         )
 
-    def _deploy(self, region: str) -> App:
-        """`region`'s handler revision from the stack's environment, built by `App.from_env`.
+    def _deploy(self) -> App:
+        """A handler revision from the stack's environment, built by `App.from_env` itself.
 
         Everything but the store, the fake clock (time, monotonic time, sleep), attempt
         ids, renewals and Scheduler's listing comes from the environment, as deployed.
         """
-        store = self.store
-        if len(self.scenario.regions) > 1:
-            store = RegionStore(self.store, region, lambda r: self._out(r, "store"))
         return App.from_env(
-            self.env(region),
+            self.env(),
             self.loop.clock,
             jobs={job.id: self._body(job) for job in self.scenario.jobs},
-            store_factory=lambda: store,
+            store_factory=lambda: self.store,
             renewals=LoopRenewals(self.loop),
             new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
-            live=self._live(),
+            live=self._audit_listing,
             backfills=lambda: self.docs,
+            dead_letter_topic=lambda: self.topic,
         )
 
-    def _live(self) -> Callable[[datetime], Any]:
-        """What the audit lists: the one region's Scheduler, or every region's."""
-        regions = self.scenario.regions
-        if len(regions) == 1:
-            return functools.partial(self._listing, regions[0])
-        return regional_lister({r: functools.partial(self._listing, r) for r in regions})
-
-    def _out(self, region: str, kind: str) -> bool:
-        """Whether `region` is out in the way `kind` says now (`regions.KINDS`)."""
-        now = self.loop.now
-        return any(o.covers(region, kind, now) for o in self.scenario.region_outages)
-
-    def _listing(self, region: str, since: datetime) -> dict[str, ListedJob]:
-        """`region`'s Scheduler listing with each job's pauses and resumes since `since`."""
-        if self._out(region, "scheduler"):
-            raise SchedulerUnreadable(f"simulated: {region}'s Cloud Scheduler is down")
+    def _listing(self, since: datetime) -> dict[str, ListedJob]:
+        """Scheduler's listing with each job's pauses and resumes since `since` (its log)."""
         return {
             job.id: ListedJob(
                 job.id,
@@ -169,37 +188,52 @@ class World:
                 history_from=since,
                 history_unread="",
             )
-            for job in self.scheduler.by_region[region].jobs.values()
+            for job in self.scheduler.jobs.values()
         }
+
+    def _audit_listing(self, since: datetime) -> dict[str, ListedJob]:
+        """What the audit lists: through the REST code when a class of issue 35 asks it."""
+        if self.scenario.api_versions == ("v1",) and not self.scenario.api_fault_rate:
+            return self._listing(since)
+        return session_listing(self.api, self.scenario.project, self.scenario.region, since)
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
 
+    def _suspension_written(self, suspension: Suspension) -> None:
+        self.history.suspension_written(self.loop.now, suspension)
+
+    def suspend(self, job_id: str, suspended: bool) -> None:
+        """`ops suspend` / `ops resume` from the operator's laptop (refused: nothing happens)."""
+        now = self.loop.now + self.scenario.operator_skew
+        key = suspension_key(self.scenario.project, self.scenario.region, job_id)
+        if suspended:
+            step = suspended_by("sim: partner outage", "operator@sim", now)
+        else:
+            step = resumed_by("sim: fixed", "operator@sim", now)
+        try:
+            change(self.inner, key, job_id, step)
+        except SuspensionRefused as exc:
+            self.history.event(self.loop.now, f"operator refused: {exc}")
+
+    def _letter_stored(self, now: datetime, attributes: dict[str, str]) -> None:
+        self.history.letter_stored(now, attributes)
+
     # -- deliveries and job bodies --
 
     def _send(
-        self,
-        region: str,
-        job: str,
-        stamped: datetime | None,
-        forced: bool,
-        answer: Callable[[int], None],
+        self, job: str, stamped: datetime | None, forced: bool, answer: Callable[[int], None]
     ) -> None:
         settings = self.scenario.settings
         headers = scheduler_headers(
             job,
             stamped,
             self.scenario.project,
-            region,
+            self.scenario.region,
             project_header=settings.project_header,
             region_header=settings.region_header,
         )
-        if self._out(region, "scheduler"):
-            return  # the region's Scheduler sends nothing; its attempt times out
-        app = self.apps[region]
-        refused = self._out(region, "5xx")
-        # The function works on, but its answer never reaches Scheduler (a timeout).
-        unanswered = self._out(region, "timeout")
+        app = self.app
         # Mostly near the bound, where a takeover margin that is too small shows.
         skew = self.scenario.skew * self.rng.choice((-1, 1)) * self.rng.uniform(0.5, 1)
 
@@ -207,21 +241,16 @@ class World:
             kind = "forced delivery" if forced else "delivery"
             if stamped is not None:
                 self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
-            if refused:
-                if stamped is not None:
-                    self.history.note(job, stamped, self.loop.now, f"{region} answered 503")
-                answer(503)
-                return
             response = app.handle("POST", headers, b"")
             if response.outcome == "lease_lost":  # the final write refused: the lease was lost
                 self.history.lease_lost(task, job, self.loop.now)
             if stamped is not None:
                 text = f"{kind} answered {response.status} {response.outcome}"
                 self.history.note(job, stamped, self.loop.now, text)
-            if not unanswered:
-                answer(response.status)
+            answer(response.status)
 
-        self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        task = self.loop.spawn(f"request-{next(self._requests)}", skew, request)
+        timeouts.arm(self, task, job, stamped, answer)  # `request_timeout`
 
     def _body(self, job: SimJob) -> Callable[[RunContext], None]:
         def run(context: RunContext) -> None:
@@ -239,6 +268,17 @@ class World:
     def _work(self, job: SimJob, context: RunContext, execution: Execution) -> None:
         """Work in steps, checking the lease before each; then fail or take effect."""
         work = timedelta(seconds=self.rng.uniform(*job.work_s))
+        stages = self.scenario.staged.get(job.id)
+        if stages:  # `job_work`: the work in checkpointed stages, the effect an output
+            staged_work(self, job, context, execution, work, stages)
+            return
+        self.steps(context, execution, work)
+        self.maybe_fail(job, execution)
+        execution.outcome = "effect"
+        execution.effect_at = self.loop.now
+
+    def steps(self, context: RunContext, execution: Execution, work: timedelta) -> None:
+        """`work` in steps of at most STEP, checking the lease before each and after the last."""
         while True:
             context.ensure_lease()
             execution.held.append(self.loop.now)
@@ -247,6 +287,9 @@ class World:
             step = min(STEP, work)
             self.loop.sleep(step)
             work -= step
+
+    def maybe_fail(self, job: SimJob, execution: Execution) -> None:
+        """Fail terminally or retryably at the job's rates."""
         draw = self.rng.random()
         if draw < job.terminal:
             execution.outcome = "failed"
@@ -254,16 +297,21 @@ class World:
         if draw < job.terminal + job.retryable:
             execution.outcome = "error"
             raise RuntimeError("simulated retryable failure")
-        execution.outcome = "effect"
-        execution.effect_at = self.loop.now
 
     # -- what the operator and the stack do --
 
     def redeploy(self, paused: set[str]) -> None:
         self.paused_in_stack = set(paused)
-        self.apps = {region: self._deploy(region) for region in self.scenario.regions}
+        self.app = self._deploy()
 
-    def backfill(self, job_id: str, start: datetime, end: datetime, include_failed: bool) -> None:
+    def backfill(
+        self,
+        job_id: str,
+        start: datetime,
+        end: datetime,
+        mode: str,
+        newest_first: bool = False,
+    ) -> None:
         """`python -m runledger.ops backfill` from the operator's laptop, then a forced audit."""
         now = self.loop.now + self.scenario.operator_skew
         env = self.env()
@@ -271,7 +319,7 @@ class World:
         audit = audit_settings(env, settings)
         schedule = audit.schedule(job_id)
         assert schedule is not None
-        line = job_timeline(functools.partial(self._listing, self.scenario.region), schedule, start)
+        line = job_timeline(self._listing, schedule, start)
 
         def planned_at(moment: datetime) -> Plan:
             return plan(
@@ -281,25 +329,46 @@ class World:
                 self.inner.get_many,
                 audit.project,
                 audit.region,
-                include_failed,
+                mode,
                 moment,
                 line,
+                newest_first,
             )
 
         # What the operator's laptop plans, and what the world's own clock says is due.
         planned, truth = planned_at(now), planned_at(self.loop.now)
-        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) include_failed={include_failed}"
+        order = " newest first" if newest_first else ""
+        text = f"backfill {job_id} [{start:%H:%M}, {end:%H:%M}) --only {mode}{order}"
+        # A completed time's rerun is a run of its own generation, checked by its key below.
+        times = [r.schedule_time for r in truth.runs if not r.generation]
         self.history.backfill_asked(
-            self.loop.now, job_id, [r.schedule_time for r in truth.runs], text
+            self.loop.now, job_id, times, text, include_failed=mode != MODE_MISSING
         )
-        key = queue.request_key(audit.project, audit.region, job_id, start, end, include_failed)
+        key = queue.request_key(
+            audit.project, audit.region, job_id, start, end, mode, newest_first, planned.runs
+        )
         docs = self.inner.backfills()
         if docs.get(key) is None and not planned.runs:
             return
         document = queue.request_document(
-            job_id, start, end, include_failed, planned.runs, now, "operator@sim"
+            job_id, start, end, mode, planned.runs, now, "operator@sim", newest_first
         )
-        queue.record_request(docs, audit.project, audit.region, key, document)
+        created, _ = queue.record_request(docs, audit.project, audit.region, key, document)
+        if created:
+            self.history.reruns_asked(
+                self.loop.now,
+                [
+                    (
+                        job_id,
+                        run.schedule_time,
+                        generation_key(
+                            job_id, run.schedule_time, audit.project, audit.region, run.generation
+                        ),
+                    )
+                    for run in planned.runs
+                    if run.generation
+                ],
+            )
         self.scheduler.force(self.scenario.audit.id, stamped=self.rng.random() < 0.5)
 
     def rerun_failure(self, job_id: str, when: datetime) -> None:
@@ -314,7 +383,7 @@ class World:
         text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
         self.history.event(self.loop.now, text)
         later = timedelta(minutes=self.rng.randint(2, 6))
-        self.loop.after(later, lambda: self.backfill(job_id, when, end, True))
+        self.loop.after(later, lambda: self.backfill(job_id, when, end, MODE_FAILED))
 
     def run(self) -> None:
         """Play the scenario to its settle time; every log line goes to the history."""
@@ -337,6 +406,7 @@ class World:
                 self.scheduler.add(live, begin, self.settle_cap)
             for when, action in self.scenario.actions:
                 self.loop.at(when, lambda action=action: action(self))
+            self.loop.at(self.scenario.start, lambda: ttl.sweep(self))  # `ttl_deletion`
             self.loop.run_until(self.scenario.settle)
             while not self._settled():
                 if self.loop.now >= self.settle_cap:
@@ -346,6 +416,7 @@ class World:
                     self.history.unsettled = True
                     break
                 self.loop.run_until(self.loop.now + timedelta(minutes=10))
+            self.stopped = self.loop.now
             self.loop.drain()
         self.history.settle()
         self.history.crashes.extend(self.loop.crashes)
@@ -364,6 +435,30 @@ class World:
         return found is None or not found[0].get("pending")
 
 
+class _SuspensionsSeen:
+    """The store, telling the history each suspension document the moment it is written.
+
+    Below the faults: a write whose answer is lost has landed, and is told so.
+    """
+
+    def __init__(self, inner: Any, written: Callable[[Suspension], None]) -> None:
+        self._inner = inner
+        self._written = written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_suspension(self, key: str, suspension: Suspension) -> Any:
+        version = self._inner.create_suspension(key, suspension)
+        self._written(suspension)
+        return version
+
+    def replace_suspension(self, key: str, suspension: Suspension, version: Any) -> Any:
+        result = self._inner.replace_suspension(key, suspension, version)
+        self._written(suspension)
+        return result
+
+
 class _FindingLines(io.TextIOBase):
     """Stdout while a seed runs: the audit's finding lines go to the history, the rest away.
 
@@ -376,6 +471,13 @@ class _FindingLines(io.TextIOBase):
     def write(self, text: str) -> int:
         if '"outcome": "run_' in text or '"outcome": "job_' in text or "audit_summary" in text:
             self._world.history.finding_line(self._world.loop.now, text, self._world.loop.current)
+        if '"outcome": "backfill_past_retention"' in text:  # `ttl_deletion`
+            entry = json.loads(text)
+            when = parse_schedule_time(entry["schedule_time"])
+            self._world.history.backfill_past_retention(entry["job"], when, self._world.loop.now)
+        if '"outcome": "dead_letter_unpublished"' in text:
+            entry = json.loads(text)
+            self._world.history.letter_unpublished(self._world.loop.now, entry["run_key"])
         if '"outcome": "failed_terminal"' in text:  # the ERROR line an alert shows at once
             entry = json.loads(text)
             if not entry.get("manual"):

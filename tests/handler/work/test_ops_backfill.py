@@ -169,8 +169,8 @@ def test_dry_run_lists_missed_released_and_with_include_failed_failed_runs(
     ]
     code, out, _ = ops(env, "backfill", *RANGE, "--dry-run")
     assert out.splitlines()[0] == "dry run, nothing written: would run 3 scheduled time(s)"
-    assert "left alone: 2 completed" in out
-    assert "left alone: 1 failed (add --include-failed to rerun)" in out
+    assert "left alone: 2 completed (--only all reruns it)" in out
+    assert "left alone: 1 failed (--only failed or all reruns it)" in out
     backfills = firestore_db.collection("runledger_audit").document("scheduler_runs")
     assert list(backfills.collection("backfills").stream()) == []  # a dry run writes nothing
 
@@ -207,7 +207,9 @@ def test_a_backfill_never_plans_a_time_inside_a_pause_nor_one_of_unknown_state(e
     code, out = dry_run()
     assert code == 0
     assert out.splitlines()[0] == "dry run, nothing written: would run 2 scheduled time(s)"
-    assert "2026-10-16T08:00:00Z" not in out
+    assert "export  2026-10-16T08:00:00Z" not in out
+    # No mode runs it: the per-time table shows it left alone by each.
+    assert "  2026-10-16T08:00:00Z  none         -                -                -\n" in out
     assert "left alone: 1 paused (deliberately not run)" in out
     # Without the log, a time no record shows delivered cannot be shown meant to run.
     code, out = dry_run(log_unread="permission logging.logEntries.list denied")
@@ -333,6 +335,7 @@ def test_describe_json_shows_next_and_recent_runs_and_counts(env, seeded):
         "failed": 1,
         "released": 1,
         "skipped": 0,
+        "suspended": 0,
         "missed": 3,
     }
     code, text, _ = ops(env, "describe", "--job", "export")
@@ -472,6 +475,36 @@ def test_a_run_held_under_a_live_lease_keeps_the_request_waiting_for_its_holder(
     second = summary(run_audit(app, capsys, "2026-10-16T12:40:00Z"))["backfill"]
     assert (second["requests_done"], second["outcomes"]) == (1, {"duplicate_completed": 1})
     assert jobs.runs == Counter()
+
+
+def test_a_holder_that_fails_after_an_include_failed_request_is_rerun(env, firestore_db, capsys):
+    """The simulator's seed 81: in progress when asked, failed for good since, left failed."""
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    held_at_seven(store, NOW + timedelta(minutes=30))
+    assert ops(env, "backfill", *FAILED_WINDOW, "--include-failed")[0] == 0
+    found = store.get(key_of(7))
+    store.update(key_of(7), {"status": Status.FAILED.value}, found.version)  # its holder failed
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    backfill = summary(run_audit(app, capsys))["backfill"]
+    assert (backfill["requests_done"], backfill["outcomes"]) == (1, {"completed": 1})
+    assert jobs.runs == Counter({7: 1})
+    assert store.get(key_of(7)).record.status is Status.COMPLETED
+
+
+def test_a_holder_that_fails_after_a_request_without_include_failed_stays_failed(
+    env, firestore_db, capsys
+):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    held_at_seven(store, NOW + timedelta(minutes=30))
+    assert ops(env, "backfill", *FAILED_WINDOW)[0] == 0
+    found = store.get(key_of(7))
+    store.update(key_of(7), {"status": Status.FAILED.value}, found.version)
+    jobs = Jobs()
+    app = audited_app(firestore_db, jobs, FakeClock(NOW + timedelta(minutes=11)))
+    summary(run_audit(app, capsys))
+    assert jobs.runs == Counter()
+    assert store.get(key_of(7)).record.status is Status.FAILED
 
 
 # `ops describe` says of a job what the audit concludes from the same settings: a job
