@@ -15,6 +15,7 @@ import pytest
 
 from runledger import schedules
 from runledger.backfill import runs
+from runledger.config import Settings
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.delivery.identify import run_key
 from runledger.ledger import machine, overlap
@@ -119,6 +120,13 @@ def test_a_rerun_keyed_as_the_first_run_is_caught(monkeypatch):
 
     monkeypatch.setattr(runs, "generation_key", first_run_key)
     assert _caught("rerun asked, never run")
+
+
+def test_a_handler_keyed_by_its_own_region_is_caught(monkeypatch):
+    """Each region keying the runs it delivers by itself (not DEDUP_KEY_REGION) runs a
+    time once per region (`region_outage`: both regions deliver every time)."""
+    monkeypatch.setattr(Settings, "keyed_region", lambda self, delivered: delivered)
+    assert _caught("ran twice")
 
 
 def test_a_dead_letter_sent_again_despite_its_note_is_caught(monkeypatch):
