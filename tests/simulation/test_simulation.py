@@ -100,15 +100,17 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
 
 
 # The classes of issue 35 draw last: without them a seed's world is the one it was before,
-# and seed 13's reaches a takeover right at the skew margin.
+# and seed 34's reaches a takeover right at the skew margin. Its world in one region:
+# `region_outage` runs it in two, which play differently.
 ISSUE_35 = frozenset(
     {"job_work", "request_timeout", "pause_api_versions", "unreadable_scheduler", "ttl_deletion"}
 )
+ONE_REGION = frozenset({"region_outage"})
 
 
 def test_a_takeover_without_the_clock_skew_margin_is_caught(monkeypatch):
     monkeypatch.setattr(machine, "MAX_CLOCK_SKEW", timedelta(0))
-    found = _violations(SKEW_SEEDS, ON - ISSUE_35)
+    found = _violations(SKEW_SEEDS, ON - ISSUE_35 - ONE_REGION)
     assert any("two live holders" in line for line in found)
 
 
