@@ -18,7 +18,8 @@ from runledger.backfill import runs
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.delivery.identify import run_key
 from runledger.ledger import machine, overlap
-from runledger.ledger.record import FINAL_STATUSES, Status
+from runledger.ledger.record import FINAL_STATUSES, Status, Versioned
+from scheduler_dedup.localrun.simulation import release
 from scheduler_dedup.localrun.simulation.run import run_seed
 from scheduler_dedup.localrun.simulation.scenario import FEATURES
 from tests.stacks import REPO_ROOT
@@ -175,3 +176,23 @@ def test_a_handler_that_ignores_a_suspension_is_caught(monkeypatch):
     # Deliveries never see their job suspended: its runs go on while it is.
     monkeypatch.setattr(machine.Ledger, "suspension", lambda self, run: None)
     assert _caught("run while suspended")
+
+
+def test_a_release_without_its_fence_is_caught(monkeypatch):
+    """`ops release` writes over whatever the run became since the operator read it."""
+    fenced = machine.Ledger.release_failed
+
+    def unfenced(self, key, seen, released_by, clear_checkpoints):
+        current = self._store.get(key)
+        version = seen.version if current is None else current.version
+        fenced(self, key, Versioned(seen.record, version), released_by, clear_checkpoints)
+
+    monkeypatch.setattr(machine.Ledger, "release_failed", unfenced)
+    assert _caught("refused release changed it")
+
+
+def test_a_release_of_a_completed_run_is_caught(monkeypatch):
+    """`ops release` gives back any run, not only a failed one: a completed time runs again."""
+    for module in (machine, release):
+        monkeypatch.setattr(module, "refuse_release", lambda key, record, now: None)
+    assert _caught("released a run not failed")

@@ -40,7 +40,7 @@ from runledger.facts import (
     TRIGGER_CATCH_UP,
 )
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from runledger.ledger.record import Status
+from runledger.ledger.record import NOT_RUN_STATUSES, Status
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
@@ -146,10 +146,21 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     violations += history.work.check(history.records)  # `job_work`
+    violations += history.releases.check(
+        history.executions, history.records, history.findings, _not_run(history)
+    )
     for ask in history.rerun_asks:
         violations += _rerun(history, ask)
     violations += _letters(history, {key for time in expected for key in time.keys})
     return violations
+
+
+def _not_run(history: History) -> dict[str, bool]:
+    """Each run key whose last record says it was deliberately not run (skipped, suspended)."""
+    return {
+        key: any(r is not None and r.status in NOT_RUN_STATUSES for _, r in written[-1:])
+        for key, written in history.records.items()
+    }
 
 
 # The record status each kind of dead letter is about (`delivery.dead_letter`).
