@@ -13,7 +13,7 @@ the write left (none: refused). The rules, each a violation when broken
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,9 +49,13 @@ class Releases:
         executions: Mapping[str, Sequence[Any]],
         records: Mapping[str, Sequence[tuple[datetime, RunRecord | None]]],
         findings: Sequence[Finding],
-        not_run: Mapping[str, bool],
+        excused: Callable[[str, str, datetime], bool],
     ) -> list[Violation]:
-        """Every broken release rule; `not_run`: run keys deliberately not run since."""
+        """Every broken release rule.
+
+        `excused(key, job, time)`: whether the oracle takes the time as deliberately not
+        run or reported otherwise (its job paused or drifted then, its record not run).
+        """
         found: list[Violation] = []
         landed: dict[str, list[datetime]] = {}
         for release in self.confirmed:
@@ -105,7 +109,7 @@ class Releases:
                 reported = any(
                     at <= dated and j == job and w == when for dated, j, w, _, _ in findings
                 )
-                if not (inside or reported or not_run.get(key, False)):
+                if not (inside or reported or excused(key, job, when)):
                     found.append(
                         Violation(
                             job,
