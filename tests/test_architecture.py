@@ -43,6 +43,7 @@ PACK_COPIES = (
     "policies/dedup_policies/caller_rules.py",
     "policies/dedup_policies/facts.py",
     "policies/dedup_policies/handler_settings.py",
+    "policies/dedup_policies/region_rules.py",
     "policies/dedup_policies/stack_rules.py",
 )
 DEDUP_NAME = re.compile(r"DEDUP_[A-Z0-9]+(?:_[A-Z0-9]+)*")

@@ -31,6 +31,8 @@ ALLOWED_INVOKERS_ENV = "DEDUP_ALLOWED_INVOKERS"
 ALLOWED_INVOKER_IDS_ENV = "DEDUP_ALLOWED_INVOKER_IDS"
 ALLOWED_PROJECTS_ENV = "DEDUP_ALLOWED_PROJECTS"
 ALLOWED_REGIONS_ENV = "DEDUP_ALLOWED_REGIONS"
+KEY_REGION_ENV = "DEDUP_KEY_REGION"
+REGIONS_ENV = "DEDUP_REGIONS"
 DUPLICATE_WAIT_ENV = "DEDUP_DUPLICATE_WAIT_SECONDS"
 CONTRACT_ENV = "DEDUP_CONTRACT_VERSION"
 DEAD_LETTER_TOPIC_ENV = "DEDUP_DEAD_LETTER_TOPIC"
@@ -113,6 +115,12 @@ class Settings:
     # ID token's `sub` claim as DEDUP_ALLOWED_INVOKERS is against `email`
     # (runledger.delivery.invoker).
     allowed_invoker_ids: frozenset[str] = frozenset()
+    # DEDUP_KEY_REGION: the region every run key (and every slot, epoch, watermark and
+    # backfill queue key) hashes, whichever region delivered: the stack's first region
+    # when it runs in several. None: the delivering region's own (one region).
+    key_region: str | None = None
+    # DEDUP_REGIONS: every region the schedule runs in, whose Scheduler the audit lists.
+    regions: frozenset[str] = frozenset()
     # DEDUP_DEAD_LETTER_TOPIC: the Pub/Sub topic each final failure is published to
     # (`runledger.delivery.dead_letter`); None: none is pushed.
     dead_letter_topic: str | None = None
@@ -143,9 +151,16 @@ class Settings:
             env[ALLOWED_INVOKER_IDS_ENV] = _names_text(self.allowed_invoker_ids)
         if self.duplicate_wait is not None:
             env[DUPLICATE_WAIT_ENV] = _seconds_text(self.duplicate_wait)
+        if self.key_region is not None:
+            env[KEY_REGION_ENV] = self.key_region
+            env[REGIONS_ENV] = _names_text(self.regions)
         if self.dead_letter_topic is not None:
             env[DEAD_LETTER_TOPIC_ENV] = self.dead_letter_topic
         return env
+
+    def keyed_region(self, delivered: str) -> str:
+        """The region a run delivered from `delivered` is keyed by (`key_region`, if set)."""
+        return delivered if self.key_region is None else self.key_region
 
     @property
     def claim_lease(self) -> timedelta:
@@ -242,8 +257,11 @@ class Settings:
             duplicate_wait=wait_cap(),
             heartbeat=heartbeat(),
             allowed_invoker_ids=names(ALLOWED_INVOKER_IDS_ENV),
+            key_region=env.get(KEY_REGION_ENV, "").strip() or None,
+            regions=names(REGIONS_ENV),
             dead_letter_topic=dead_letter_topic(),
         )
+        _check_regions(settings)
         if settings.retention <= settings.lease:
             raise ConfigError(
                 f"{RETENTION_ENV}: must be longer than DEDUP_LEASE_SECONDS, "
@@ -257,6 +275,29 @@ class Settings:
         if settings.project_header.lower() == settings.region_header.lower():
             raise ConfigError(f"{REGION_HEADER_ENV}: must differ from DEDUP_PROJECT_HEADER")
         return settings
+
+
+def _check_regions(settings: Settings) -> None:
+    """A schedule in several regions names its key region among them, and serves only those.
+
+    Two regions keyed differently would each run every time once: the run's
+    exactly-once rests on every region hashing the same key region.
+    """
+    if settings.key_region is None:
+        if settings.regions:
+            raise ConfigError(f"{REGIONS_ENV}: set only with {KEY_REGION_ENV}")
+        return
+    if settings.key_region not in settings.regions:
+        shown = ", ".join(sorted(settings.regions)) or "unset"
+        raise ConfigError(
+            f"{KEY_REGION_ENV}: {settings.key_region!r} is not one of {REGIONS_ENV} ({shown})"
+        )
+    outside = sorted(settings.allowed_regions - settings.regions)
+    if not settings.allowed_regions or outside:
+        raise ConfigError(
+            f"{ALLOWED_REGIONS_ENV}: with {KEY_REGION_ENV} set, name only regions of "
+            f"{REGIONS_ENV}" + (f" (not: {', '.join(outside)})" if outside else "")
+        )
 
 
 def _seconds_text(value: timedelta) -> str:

@@ -340,7 +340,7 @@ PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 # DEDUP_SCHEDULES and what the handler makes of them. The program sets it on the function
 # (DEDUP_CONTRACT_VERSION) and a handler of another contract refuses to start; raise it with
 # any change one side reads differently from the other (CHANGELOG.md says when it moved).
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_LEASE_S = 360
@@ -388,6 +388,9 @@ OUTCOME_AUDIT_SUMMARY = "audit_summary"
 # The field of a delivery's log line giving how many seconds its run went on past its
 # job's attempt deadline (only on such a line): the dashboard counts these.
 OUTLIVED_DEADLINE_FIELD = "outlived_attempt_deadline_s"
+# The field of a delivery's log line answered as the duplicate of a run another region's
+# delivery claimed first (its value: that region), in a stack of several regions.
+CROSS_REGION_FIELD = "cross_region_duplicate"
 # A run that failed for good: at delivery, or found by the audit.
 FAILED_RUN_OUTCOMES = (OUTCOME_FAILED_TERMINAL, OUTCOME_RUN_FAILED)
 # A scheduled run that never finished: none started, its lease ran out, or Scheduler's

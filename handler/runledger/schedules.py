@@ -145,9 +145,11 @@ class AuditSettings:
     """What the audit needs beyond `Settings`: the schedules, its window, the run-key scope.
 
     A run's key hashes the project and region its delivery carried (see
-    `delivery.run_key`). The stack serves exactly one of each and says so in
-    DEDUP_ALLOWED_PROJECTS / DEDUP_ALLOWED_REGIONS, so the audit takes them
-    from there and can compute every expected run's key without a query.
+    `delivery.run_key`), or the key region of a stack in several regions
+    (DEDUP_KEY_REGION). The stack serves exactly one project and one key region and
+    says so in DEDUP_ALLOWED_PROJECTS / DEDUP_ALLOWED_REGIONS (or DEDUP_KEY_REGION),
+    so the audit takes them from there and can compute every expected run's key
+    without a query.
     """
 
     schedules: tuple[JobSchedule, ...]
@@ -156,6 +158,14 @@ class AuditSettings:
     region: str
     # The job id the audit is delivered under (DEDUP_AUDIT_JOB).
     job: str = AUDIT_JOB_ID
+    # Every region whose Scheduler sends the schedule (DEDUP_REGIONS), `region` (the
+    # key region) first; empty: `region` alone.
+    regions: tuple[str, ...] = ()
+
+    @property
+    def scheduler_regions(self) -> tuple[str, ...]:
+        """The regions whose Scheduler the audit lists, the key region first."""
+        return self.regions or (self.region,)
 
     def schedule(self, job_id: str) -> JobSchedule | None:
         return next((s for s in self.schedules if s.id == job_id), None)
@@ -396,8 +406,13 @@ def audit_settings(env: Mapping[str, str], settings: Settings) -> AuditSettings:
     if not schedules:
         return AuditSettings((), lookback, "", "", job)
     project = _only(settings.allowed_projects, ALLOWED_PROJECTS_ENV)
-    region = _only(settings.allowed_regions, ALLOWED_REGIONS_ENV)
-    return AuditSettings(schedules, lookback, project, region, job)
+    if settings.key_region is None:
+        region = _only(settings.allowed_regions, ALLOWED_REGIONS_ENV)
+        return AuditSettings(schedules, lookback, project, region, job)
+    # Several regions: keys hash the key region; the audit lists every region's Scheduler.
+    others = sorted(settings.regions - {settings.key_region})
+    regions = (settings.key_region, *others)
+    return AuditSettings(schedules, lookback, project, settings.key_region, job, regions)
 
 
 def check_jobs(audit: AuditSettings, jobs: Mapping[str, object], jobs_module: str) -> None:

@@ -71,6 +71,8 @@ class DedupSchedule(pulumi.ComponentResource):
     collection: str
     dashboard: pulumi.Output[str]
     force_run_commands: pulumi.Output[dict[str, str]]
+    # Every region's handler URL by region, with several regions (None: one region).
+    region_service_urls: pulumi.Output[dict[str, str]] | None
 
     def __init__(
         self,
@@ -104,30 +106,43 @@ class DedupSchedule(pulumi.ComponentResource):
             ),
             children,
         )
-        handler = HandlerService(
-            f"{prefix}-service",
-            HandlerServiceArgs(
-                placement=place,
-                config=cfg,
-                handler_dir=args.handler_dir,
-                runtime_email=runtime.email,
-                invoker=invoker,
-                ledger_access=ledger.access_grant,
-            ),
-            children,
-        )
-        jobs = ScheduledJobs(
-            f"{prefix}-jobs",
-            ScheduledJobsArgs(
-                placement=place,
-                config=cfg,
-                service_url=handler.service_url,
-                invoker_email=invoker.email,
-                runtime_member=runtime.member,
-                invocation_grants=handler.invocation_grants,
-            ),
-            children,
-        )
+        handlers: dict[str, HandlerService] = {}
+        regional_jobs: dict[str, ScheduledJobs] = {}
+        for region in cfg.regions:
+            suffix = cfg.region_suffix(region)
+            first = region == cfg.region
+            here = place.in_region(suffix)
+            handler = HandlerService(
+                f"{prefix}-service{suffix}",
+                HandlerServiceArgs(
+                    placement=here,
+                    config=cfg,
+                    handler_dir=args.handler_dir,
+                    runtime_email=runtime.email,
+                    invoker=invoker,
+                    ledger_access=ledger.access_grant,
+                    region=region,
+                    shared=None if first else handlers[cfg.region].shared,
+                ),
+                children,
+            )
+            handlers[region] = handler
+            # An added region's jobs wait for the first region's project-wide grants.
+            after_first = [] if first else [regional_jobs[cfg.region]]
+            regional_jobs[region] = ScheduledJobs(
+                f"{prefix}-jobs{suffix}",
+                ScheduledJobsArgs(
+                    placement=here,
+                    config=cfg,
+                    service_url=handler.service_url,
+                    invoker_email=invoker.email,
+                    runtime_member=runtime.member,
+                    invocation_grants=handler.invocation_grants,
+                    region=region,
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=after_first),
+            )
+        handler, jobs = handlers[cfg.region], regional_jobs[cfg.region]
         dead_letter_topic(cfg, runtime.member, apis, self)
         monitoring = RunMonitoring(
             f"{prefix}-monitoring",
@@ -136,7 +151,7 @@ class DedupSchedule(pulumi.ComponentResource):
                 config=cfg,
                 # A function's Cloud Run service takes the function's name, lowercased and
                 # with '_' as '-' ("Deploy a Cloud Run function"); the prefix has neither.
-                service_name=place.name("handler"),
+                service_name=place.physical("handler"),
             ),
             children,
         )
@@ -158,6 +173,11 @@ class DedupSchedule(pulumi.ComponentResource):
                 for job_name in names
             }
         )
+        self.region_service_urls = None
+        if cfg.extra_regions:
+            self.region_service_urls = pulumi.Output.all(
+                *[handlers[region].service_url for region in cfg.regions]
+            ).apply(lambda urls: dict(zip(cfg.regions, urls, strict=True)))
         self.register_outputs(
             {
                 "serviceUrl": self.service_url,
@@ -169,5 +189,10 @@ class DedupSchedule(pulumi.ComponentResource):
                 "collection": self.collection,
                 "forceRunCommands": self.force_run_commands,
                 "dashboard": self.dashboard,
+                **(
+                    {}
+                    if self.region_service_urls is None
+                    else {"regionServiceUrls": self.region_service_urls}
+                ),
             }
         )

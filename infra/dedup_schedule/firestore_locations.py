@@ -69,3 +69,29 @@ REGIONS = (
 )
 
 FIRESTORE_LOCATIONS = frozenset(MULTI_REGIONS + REGIONS)
+
+
+def suggested_multi_region(region: str) -> str:
+    """The multi-region location nearest a region: eur3 in Europe, nam5 elsewhere.
+
+    eur3 spans europe-west1 and europe-west4; nam5 and nam7 span US regions
+    (Firestore "Locations", multi-region locations).
+    """
+    return "eur3" if region.startswith("europe-") else "nam5"
+
+
+def regional_database_problem(location: str, regions: tuple[str, ...]) -> str:
+    """Why `location` cannot hold the ledger of a schedule run in `regions`; "" if it can.
+
+    The ledger decides one run per time for every region: in one region, that
+    region's outage stops the schedule in all of them, and a location cannot be
+    changed once the database exists, so it is refused before anything is created.
+    """
+    if len(regions) < 2 or location in MULTI_REGIONS:
+        return ""
+    return (
+        f"is one region, but the schedule runs in {len(regions)} ({', '.join(regions)}): "
+        "its outage would stop every region's runs; use a multi-region location "
+        f"({', '.join(MULTI_REGIONS)}), e.g. {suggested_multi_region(regions[0])} (a location "
+        "cannot change after the database is created)"
+    )

@@ -38,6 +38,18 @@ INGRESS_SETTINGS = {
 
 
 @dataclass(frozen=True)
+class SharedBuild:
+    """What every region's function is built from: one build account, one source archive.
+
+    The first region's `HandlerService` creates them; each added region's reuses them.
+    """
+
+    account: gcp.serviceaccount.Account
+    bucket: gcp.storage.Bucket
+    source_object: gcp.storage.BucketObject
+
+
+@dataclass(frozen=True)
 class HandlerServiceArgs:
     """Inputs of `HandlerService`.
 
@@ -46,6 +58,8 @@ class HandlerServiceArgs:
     runtime_email: the account the function runs as.
     invoker: the account Cloud Scheduler calls the function as; the only one allowed to.
     ledger_access: the runtime account's ledger grant, in place before the first request.
+    region: the region of this function ("": the stack's first, `gcp:region`).
+    shared: the first region's build account and source (None: this is the first region).
     """
 
     placement: Placement
@@ -54,6 +68,12 @@ class HandlerServiceArgs:
     runtime_email: pulumi.Input[str]
     invoker: gcp.serviceaccount.Account
     ledger_access: pulumi.Resource
+    region: str = ""
+    shared: SharedBuild | None = None
+
+    @property
+    def location(self) -> str:
+        return self.region or self.config.region
 
 
 class HandlerService(pulumi.ComponentResource):
@@ -62,6 +82,7 @@ class HandlerService(pulumi.ComponentResource):
     service_url: pulumi.Output[str]
     build_service_account: pulumi.Output[str]
     invocation_grants: list[pulumi.Resource]
+    shared: SharedBuild
 
     def __init__(
         self, name: str, args: HandlerServiceArgs, opts: pulumi.ResourceOptions | None = None
@@ -74,18 +95,10 @@ class HandlerService(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=list(args.placement.apis)),
         ).number
         place = args.placement
-        build_account = service_account(
-            place.prefix,
-            cfg.project,
-            "build",
-            "Builds the handler's container image",
-            place.opts(self),
-        )
-        bucket, source_object = _upload_source(self, args)
+        shared = args.shared or _shared_build(self, args)
+        build_account, source_object = shared.account, shared.source_object
         repository = _image_repository(self, args)
-        build_grants = _grant_build(
-            self, args, build_account.member, bucket, repository, project_number
-        )
+        build_grants = _grant_build(self, args, shared, repository, project_number)
         # The build needs its grants in effect, the first request the ledger's.
         grants_applied = wait_for_grants(
             self, place, "build-grants-wait", [*build_grants, args.ledger_access]
@@ -93,10 +106,24 @@ class HandlerService(pulumi.ComponentResource):
         function = _function(self, args, build_account, source_object, repository, [grants_applied])
         self.service_url = function.service_config.apply(lambda service: service.uri)
         self.build_service_account = build_account.email
+        self.shared = shared
         self.invocation_grants = _grant_invocation(self, args, function)
         self.register_outputs(
             {"serviceUrl": self.service_url, "buildServiceAccount": self.build_service_account}
         )
+
+
+def _shared_build(parent: HandlerService, args: HandlerServiceArgs) -> SharedBuild:
+    """The first region's build account and source archive, which every region builds from."""
+    place = args.placement
+    account = service_account(
+        place.prefix,
+        args.config.project,
+        "build",
+        "Builds the handler's container image",
+        place.opts(parent),
+    )
+    return SharedBuild(account, *_upload_source(parent, args))
 
 
 def _upload_source(
@@ -147,8 +174,8 @@ def _image_repository(
         place.name("images"),
         gcp.artifactregistry.RepositoryArgs(
             project=cfg.project,
-            location=cfg.region,
-            repository_id=place.name("handler"),
+            location=args.location,
+            repository_id=place.physical("handler"),
             format="DOCKER",
             description="Container images built from the handler source.",
             # Every handler change builds a new image; without a policy the repository
@@ -183,39 +210,28 @@ def _image_repository(
 def _grant_build(
     parent: HandlerService,
     args: HandlerServiceArgs,
-    build_member: pulumi.Output[str],
-    bucket: gcp.storage.Bucket,
+    shared: SharedBuild,
     repository: gcp.artifactregistry.Repository,
     project_number: pulumi.Output[str],
 ) -> list[pulumi.Resource]:
-    """What the build account needs, each on the narrowest resource that works."""
+    """What the build account needs, each on the narrowest resource that works.
+
+    An added region's function needs only its own region's grants (its repository,
+    its staging bucket): the project's and the source bucket's are the first region's.
+    """
     cfg, place = args.config, args.placement
-    return [
-        # Build logs: Cloud Logging grants writing only at project level or above.
-        gcp.projects.IAMMember(
-            place.name("build-log-writer"),
-            gcp.projects.IAMMemberArgs(
-                project=cfg.project, role="roles/logging.logWriter", member=build_member
-            ),
-            opts=place.opts(parent),
-        ),
+    region = args.location
+    build_member = shared.account.member
+    regional = [
         # Image push (and buildpack cache) to this stack's repository only.
         gcp.artifactregistry.RepositoryIamMember(
             place.name("build-image-writer"),
             gcp.artifactregistry.RepositoryIamMemberArgs(
                 project=cfg.project,
-                location=cfg.region,
+                location=region,
                 repository=repository.repository_id,
                 role="roles/artifactregistry.writer",
                 member=build_member,
-            ),
-            opts=place.opts(parent),
-        ),
-        # Read the uploaded archive in this stack's bucket.
-        gcp.storage.BucketIAMMember(
-            place.name("build-source-reader"),
-            gcp.storage.BucketIAMMemberArgs(
-                bucket=bucket.name, role="roles/storage.objectViewer", member=build_member
             ),
             opts=place.opts(parent),
         ),
@@ -237,13 +253,34 @@ def _grant_build(
                     expression=project_number.apply(
                         lambda number: (
                             'resource.name.startsWith("projects/_/buckets/'
-                            f'gcf-v2-sources-{number}-{cfg.region}")'
+                            f'gcf-v2-sources-{number}-{region}")'
                         )
                     ),
                 ),
             ),
             opts=place.opts(parent),
         ),
+    ]
+    if args.shared is not None:
+        return regional
+    return [
+        # Build logs: Cloud Logging grants writing only at project level or above.
+        gcp.projects.IAMMember(
+            place.name("build-log-writer"),
+            gcp.projects.IAMMemberArgs(
+                project=cfg.project, role="roles/logging.logWriter", member=build_member
+            ),
+            opts=place.opts(parent),
+        ),
+        # Read the uploaded archive in this stack's bucket.
+        gcp.storage.BucketIAMMember(
+            place.name("build-source-reader"),
+            gcp.storage.BucketIAMMemberArgs(
+                bucket=shared.bucket.name, role="roles/storage.objectViewer", member=build_member
+            ),
+            opts=place.opts(parent),
+        ),
+        *regional,
     ]
 
 
@@ -257,7 +294,7 @@ def _function(
 ) -> gcp.cloudfunctionsv2.Function:
     cfg, place = args.config, args.placement
     environment = {
-        **cfg.handler_env(),
+        **cfg.handler_env(args.location),
         # IAM admits every holder of run.invoker (the project's owners and editors
         # too); the handler runs work only for the jobs' invoker account, read from
         # the token Cloud Run verified: its `email` claim, or its `sub` claim, which
@@ -273,8 +310,9 @@ def _function(
         place.name("handler"),
         gcp.cloudfunctionsv2.FunctionArgs(
             project=cfg.project,
-            location=cfg.region,
-            name=place.name("handler"),
+            location=args.location,
+            # The same name in every region: the monitoring's log filter names it once.
+            name=place.physical("handler"),
             description="Runs each scheduled job once per scheduled time.",
             build_config=gcp.cloudfunctionsv2.FunctionBuildConfigArgs(
                 runtime=cfg.handler_runtime,
@@ -284,7 +322,7 @@ def _function(
                     "projects/",
                     cfg.project,
                     "/locations/",
-                    cfg.region,
+                    args.location,
                     "/repositories/",
                     repository.repository_id,
                 ),
@@ -334,7 +372,7 @@ def _grant_invocation(
         place.name("invoker-run"),
         gcp.cloudrunv2.ServiceIamMemberArgs(
             project=cfg.project,
-            location=cfg.region,
+            location=args.location,
             # The function's underlying Cloud Run service, fully qualified.
             name=function.service_config.apply(lambda service: service.service),
             role="roles/run.invoker",

@@ -14,7 +14,7 @@ parent of the resource").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pulumi
 
@@ -40,9 +40,22 @@ class Placement:
     prefix: str
     apis: tuple[pulumi.Resource, ...]
     moved_from: pulumi.Resource
+    # What a region's resources add to their names (`ScheduleConfig.region_suffix`):
+    # nothing in the first region, so its resources keep their names and URNs.
+    region_suffix: str = ""
 
     def name(self, suffix: str) -> str:
+        """A resource's Pulumi name: unique in the stack, the region's suffix included."""
+        return f"{self.prefix}-{suffix}{self.region_suffix}"
+
+    def physical(self, suffix: str) -> str:
+        """The cloud name of a resource each region holds one of (a function, its image
+        repository): the same in every region, so logs and metrics filter one name."""
         return f"{self.prefix}-{suffix}"
+
+    def in_region(self, region_suffix: str) -> Placement:
+        """The placement of one region's resources."""
+        return replace(self, region_suffix=region_suffix)
 
     def opts(
         self, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()

@@ -88,6 +88,8 @@ def deploy(program_dir: Path) -> None:
     pulumi.export("database", schedule.database)
     pulumi.export("collection", schedule.collection)
     pulumi.export("forceRunCommands", schedule.force_run_commands)
+    if schedule.region_service_urls is not None:
+        pulumi.export("regionServiceUrls", schedule.region_service_urls)
     # Whether waiting duplicates can starve other jobs' deliveries, with the numbers.
     handler_capacity = capacity(config)
     if not handler_capacity.holds:

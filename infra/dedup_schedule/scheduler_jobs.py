@@ -55,6 +55,9 @@ class ScheduledJobsArgs:
     invoker_email: the account each job's OIDC token is minted for.
     runtime_member: IAM member of the account the handler runs as (proxy-target grants).
     invocation_grants: the grants a job's first call needs in place.
+    region: the region whose Scheduler holds these jobs, calling that region's handler
+        ("": the stack's first). An added region's jobs are the same jobs under the same
+        ids; the project-wide grants (proxy targets, the audit's reads) are the first's.
     """
 
     placement: Placement
@@ -63,6 +66,15 @@ class ScheduledJobsArgs:
     invoker_email: pulumi.Input[str]
     runtime_member: pulumi.Input[str]
     invocation_grants: Sequence[pulumi.Resource]
+    region: str = ""
+
+    @property
+    def location(self) -> str:
+        return self.region or self.config.region
+
+    @property
+    def first_region(self) -> bool:
+        return self.location == self.config.region
 
 
 class ScheduledJobs(pulumi.ComponentResource):
@@ -74,8 +86,9 @@ class ScheduledJobs(pulumi.ComponentResource):
         self, name: str, args: ScheduledJobsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("scheduler-dedup:index:ScheduledJobs", name, None, opts)
-        target_grants = _grant_target_access(self, args)
-        target_apis = _enable_target_apis(self, args)
+        first = args.first_region
+        target_grants = _grant_target_access(self, args) if first else {}
+        target_apis = _enable_target_apis(self, args) if first else []
         # A job's first delivery needs the invoker's run.invoker and its target's grant
         # in effect, not merely written (dedup_schedule.propagation).
         grants_applied = wait_for_grants(
@@ -95,7 +108,7 @@ class ScheduledJobs(pulumi.ComponentResource):
             # calls the same handler with the same token and headers under its reserved id.
             for job in args.config.scheduler_jobs
         ]
-        if args.config.audit_job is not None:
+        if args.config.audit_job is not None and first:
             _grant_audit_reads(self, args)
         self.job_names = pulumi.Output.all(*[job.name for job in jobs])
         self.register_outputs({"jobNames": self.job_names})
@@ -312,7 +325,7 @@ def _scheduler_job(
         args.placement.name(f"job-{job.id}"),
         gcp.cloudscheduler.JobArgs(
             project=cfg.project,
-            region=cfg.region,
+            region=args.location,
             # The job id is what the handler dispatches on (X-CloudScheduler-JobName),
             # so it is used verbatim rather than prefixed.
             name=job.id,
@@ -345,7 +358,7 @@ def _scheduler_job(
                 body=base64.b64encode(job.body.encode()).decode() if job.body else None,
                 headers={
                     cfg.project_header: cfg.project,
-                    cfg.region_header: cfg.region,
+                    cfg.region_header: args.location,
                     **_content_type(job.content_type),
                 },
                 oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(

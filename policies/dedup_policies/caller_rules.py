@@ -21,6 +21,7 @@ from pulumi_policy import (
 from dedup_policies import handler_resource, stack_view
 from dedup_policies.facts import JOB_SET_HEADERS
 from dedup_policies.props import as_mapping, as_text, get_path
+from dedup_policies.region_rules import regional_copies
 from dedup_policies.stack_view import Handler, Job
 from dedup_policies.unknowns import Deferred
 
@@ -164,7 +165,8 @@ def _runtime_account_not_shared(args: StackValidationArgs, report: ReportViolati
         for handler in view.handlers:
             later.run(_add_runtime_account, handler, accounts)
         for email, handlers in accounts.items():
-            if len(handlers) > 1:
+            # One schedule's handler in each of its regions is one handler, one grant.
+            if len(handlers) > 1 and not regional_copies(handlers):
                 names = ", ".join(h.label for h in handlers)
                 for handler in handlers:
                     report(

@@ -30,6 +30,10 @@ class HandlerSettings:
     heartbeat_seconds: float | None = None
     allowed_projects: frozenset[str] = frozenset()
     allowed_regions: frozenset[str] = frozenset()
+    # DEDUP_KEY_REGION / DEDUP_REGIONS: the region every run key hashes and every region
+    # the schedule runs in, for one schedule's handler in each of several regions.
+    key_region: str = ""
+    regions: frozenset[str] = frozenset()
     # Variables whose value is unknown until deploy (preview); their field holds the default.
     unknown: Mapping[str, UnknownValueError] = field(default_factory=dict, compare=False)
 
@@ -73,5 +77,7 @@ class HandlerSettings:
             ),
             allowed_projects=names("DEDUP_ALLOWED_PROJECTS"),
             allowed_regions=names("DEDUP_ALLOWED_REGIONS"),
+            key_region=text("DEDUP_KEY_REGION", ""),
+            regions=names("DEDUP_REGIONS"),
             unknown=dict(unknown or {}),
         )

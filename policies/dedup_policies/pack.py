@@ -20,6 +20,7 @@ from dedup_policies import (
     dst_rules,
     iam_rules,
     ingress_rules,
+    region_rules,
     scheduler_rules,
     stack_rules,
 )
@@ -39,6 +40,7 @@ def policies() -> list[Policy]:
         *dst_rules.POLICIES,
         *cloudrun_rules.POLICIES,
         *stack_rules.POLICIES,
+        *region_rules.POLICIES,
         *iam_rules.POLICIES,
         *ingress_rules.POLICIES,
         *alert_rules.POLICIES,

@@ -6,6 +6,7 @@ at which level, against which resource, and that the message says how to fix it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -87,6 +88,30 @@ def run_service(name: str, **extra: object) -> StackResource:
         },
         {"uri": RUN_SERVICE_URL},
     )
+
+
+def in_second_region(resources: list[StackResource]) -> None:
+    """The handler and `nightly-report` again in europe-west4, keyed by their own region."""
+    region, url = "europe-west4", "https://demo-handler-123456789012.europe-west4.run.app"
+    handler = copy.deepcopy(find(resources, "demo-handler"))
+    handler.name = "demo-handler-west4"
+    handler.urn = handler.urn.replace("::demo-handler", "::demo-handler-west4")
+    for props in (handler.inputs, handler.outputs):
+        props["location"] = region
+        props["serviceConfig"]["environmentVariables"]["DEDUP_ALLOWED_REGIONS"] = region
+    handler.outputs["serviceConfig"]["uri"] = url
+    handler.outputs["url"] = url
+    job = copy.deepcopy(find(resources, "nightly-report"))
+    job.name = "nightly-report-west4"
+    job.urn = job.urn.replace("::nightly-report", "::nightly-report-west4")
+    job.dependencies = [handler.urn]
+    job.property_dependencies = {"httpTarget": [handler.urn]}
+    for props in (job.inputs, job.outputs):
+        props["region"] = region
+        target = props["httpTarget"]
+        target["uri"] = target["oidcToken"]["audience"] = url
+        target["headers"]["X-Dedup-Region"] = region
+    resources.extend([handler, job])
 
 
 VARIANTS = [
@@ -372,6 +397,23 @@ VARIANTS = [
         {"ledger-ttl-policy": MANDATORY},
         "demo-handler",
         "collection='scheduler_runs'",
+    ),
+    Variant(
+        "two-regions-keyed-by-their-own",
+        in_second_region,
+        {"ledger-one-key-region": MANDATORY, "run-runtime-account-not-shared": MANDATORY},
+        "demo-handler-west4",
+        "Give both the same DEDUP_KEY_REGION",
+    ),
+    Variant(
+        "regional-ledger-of-two-regions",
+        lambda resources: (
+            env("DEDUP_REGIONS", "europe-west1,europe-west4")(resources),
+            on("demo-ledger-db", lambda p: p.__setitem__("locationId", "europe-west1"))(resources),
+        ),
+        {"ledger-multi-region": MANDATORY},
+        "demo-ledger-db",
+        "Create it in a multi-region location (nam5, nam7, eur3)",
     ),
     Variant(
         "ttl-field-indexed",
@@ -782,3 +824,19 @@ def test_a_job_calling_an_internal_only_handler_not_at_its_run_app_url_is_report
     assert note.urn == find(stack, "nightly-report").urn
     assert "default run.app URL" in note.message
     assert f"{FN_URL!r}" in note.message
+
+
+def test_one_schedules_handler_in_two_regions_keyed_alike_passes(
+    stack: list[StackResource], check
+) -> None:
+    # As the program deploys `regions`: one key region, both regions listed, one account.
+    in_second_region(stack)
+    for name in ("demo-handler", "demo-handler-west4"):
+        edit(
+            stack,
+            name,
+            lambda p: p["serviceConfig"]["environmentVariables"].update(
+                DEDUP_KEY_REGION=REGION, DEDUP_REGIONS=f"{REGION},europe-west4"
+            ),
+        )
+    assert check(stack) == []

@@ -30,6 +30,8 @@ audit with each job's pauses and resumes from Scheduler's audit log
     paused live but not in the stack, or the other way round; live schedule or
     time zone differs from DEDUP_SCHEDULES; or not in Scheduler
                      -> one finding `drifted` for the job, its runs not judged
+    so in some regions' Scheduler only (DEDUP_REGIONS; `runledger.audit.regions`)
+                     -> one finding `drifted` naming them, its runs judged
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
     its pause log disagrees with its live state or the last audit's sighting
@@ -82,6 +84,7 @@ from runledger.audit.pauses import (
     timelines,
     with_sighting,
 )
+from runledger.audit.regions import by_region
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
 from runledger.audit.suspensions import SuspensionAccess
 from runledger.audit.suspensions import detail as suspension_detail
@@ -181,13 +184,15 @@ class Audit:
         start = now - (lookback or self._settings.lookback)
         schedules = [s for s in self._settings.schedules if job is None or s.id == job]
         live, unread, absent = self._live_jobs(start) if schedules else (None, None, True)
+        live, regional = by_region(schedules, live)
         findings: list[AuditFinding] = []
         judged: list[JobSchedule] = []
         for schedule in schedules:
-            differs = drift(schedule, live)
+            spread = regional.get(schedule.id)
+            differs = spread.reason if spread is not None else drift(schedule, live)
             if differs:
                 findings.append(_job_finding(schedule.id, Finding.DRIFTED, differs))
-            else:
+            if not differs or (spread is not None and spread.judged):
                 judged.append(schedule)
         self._lines = timelines(schedules, live, unread, absent)
         states = {}

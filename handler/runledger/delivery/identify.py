@@ -169,7 +169,9 @@ def unstamped_window(settings: Settings) -> timedelta:
     return settings.lease
 
 
-def _unstamped(job: str, project: str, region: str, window: timedelta, index: int) -> RunIdentity:
+def _unstamped(
+    job: str, project: str, region: str, delivered: str, window: timedelta, index: int
+) -> RunIdentity:
     start = _EPOCH + window * index
     return RunIdentity(
         key=_key(job, start, project, region, "manual-unstamped"),
@@ -179,6 +181,7 @@ def _unstamped(job: str, project: str, region: str, window: timedelta, index: in
         region=region,
         manual=True,
         trigger=TRIGGER_MANUAL,
+        delivered_region=delivered,
     )
 
 
@@ -238,7 +241,9 @@ def identify_delivery(
         parse_schedule_time(single_header(headers, SCHEDULE_HEADER)) if stamped else None
     )
     project = _id_header(headers, settings.project_header, settings.allowed_projects)
-    region = _id_header(headers, settings.region_header, settings.allowed_regions)
+    delivered = _id_header(headers, settings.region_header, settings.allowed_regions)
+    # Every region's delivery of one time is one run: keyed by the key region, if set.
+    region = settings.keyed_region(delivered)
     if job not in jobs:
         raise BadRequest(f"unknown job {_shown(job)}: not in {settings.jobs_module}.JOBS", 404)
     if schedule_time is None:
@@ -255,8 +260,8 @@ def identify_delivery(
         window = unstamped_window(settings)
         index = (now - _EPOCH) // window
         return Delivery(
-            run=_unstamped(job, project, region, window, index),
-            earlier=_unstamped(job, project, region, window, index - 1),
+            run=_unstamped(job, project, region, delivered, window, index),
+            earlier=_unstamped(job, project, region, delivered, window, index - 1),
         )
     if schedule_time < now - settings.retention:
         raise BadRequest(
@@ -279,6 +284,7 @@ def identify_delivery(
             region=region,
             manual=manual,
             trigger=TRIGGER_MANUAL if manual else TRIGGER_SCHEDULED,
+            delivered_region=delivered,
         )
     )
 

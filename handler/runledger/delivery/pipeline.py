@@ -73,6 +73,20 @@ class Trigger:
     holder_wait: DuplicateWait | None = None
 
 
+def cross_region(run: RunIdentity, holder_region: str | None) -> dict[str, object]:
+    """The log field of a duplicate another region's delivery claimed first, if it is one.
+
+    In a stack of several regions each region's Scheduler sends every time: one
+    region's delivery runs it, the other's is this duplicate, answered 2xx like any
+    (`facts`' outcomes unchanged) and counted apart, so it never reads as a retry storm.
+    """
+    if run.delivered_region is None or holder_region is None:
+        return {}
+    if run.delivered_region == holder_region:
+        return {}
+    return {facts.CROSS_REGION_FIELD: holder_region}
+
+
 def _yielded(result: Yielded, fields: dict[str, object]) -> Response:
     """The answer of a run that yielded to its job's holder (`runledger.ledger.overlap`).
 
@@ -129,6 +143,7 @@ class RunPipeline:
             return _yielded(result, fields)
         if isinstance(result, Duplicate):
             fields["attempt_id"] = result.record.attempt_id
+            fields.update(cross_region(run, result.record.delivered_region))
             return self._answer_duplicate(run, result, trigger, fields)
         fields.update(attempt_id=result.attempt_id, attempts=result.attempts)
         if not run.manual:
@@ -178,6 +193,7 @@ class RunPipeline:
         ):
             if record is not None:
                 fields["took_over_from"] = record.attempt_id
+            fields.pop(facts.CROSS_REGION_FIELD, None)  # it runs here after all
             return self.run(run, Trigger(trigger.body), fields)
         return waited_response(record)
 

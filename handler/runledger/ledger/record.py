@@ -60,6 +60,9 @@ class RunRecord(Document):
     # its id and when its publish was answered; absent until then.
     dead_letter_id: str | None = None
     dead_lettered_at: datetime | None = None
+    # The region whose Scheduler delivered the attempt that wrote the record (None: the
+    # audit started it, or an older record); `region` is the region its key hashes.
+    delivered_region: str | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """Past `expire_at` the record is as good as absent: TTL deletion is lazy."""

@@ -29,6 +29,10 @@ class RunIdentity:
     # 0: the time's own run; N: its Nth rerun (`backfill --only all`), keyed apart
     # (`delivery.identify.generation_key`).
     generation: int = 0
+    # The region whose Scheduler sent this delivery; None for a run the audit starts.
+    # `region` is the region the keys hash (`Settings.key_region`): in a stack of
+    # several regions the same for every region's delivery of one time.
+    delivered_region: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ def fresh_record(
         claimed_at=now,
         trigger=run.trigger,
         generation=run.generation,
+        delivered_region=run.delivered_region,
     )
 
 

@@ -20,6 +20,7 @@ from typing import IO, Any
 from runledger.audit.expected import AuditTooLarge
 from runledger.audit.findings import rfc3339
 from runledger.audit.pauses import job_timeline
+from runledger.audit.regions import schedule_lister
 from runledger.audit.scheduler_state import Lister
 from runledger.backfill import queue
 from runledger.backfill.firestore_store import FirestoreBackfills
@@ -148,7 +149,11 @@ def run(
             audit.region,
             mode,
             now,
-            job_timeline(lister_factory(audit.project, audit.region, env), schedule, args.start),
+            job_timeline(
+                schedule_lister(lister_factory, audit.project, audit.scheduler_regions, env),
+                schedule,
+                args.start,
+            ),
             args.newest_first,
         )
     except AuditTooLarge as exc:

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from runledger.audit.expected import AuditTooLarge
+from runledger.audit.regions import schedule_lister
 from runledger.audit.runner import Audit
 from runledger.audit.scheduler_state import Lister, scheduler_lister
 from runledger.audit.suspensions import SuspensionAccess
@@ -257,7 +258,9 @@ def run_audit(
         read=store.get_many,
         clock=lambda: now,
         epochs=epochs,
-        live=lister_factory(audit_config.project, audit_config.region, env),
+        live=schedule_lister(
+            lister_factory, audit_config.project, audit_config.scheduler_regions, env
+        ),
         suspensions=SuspensionAccess(suspensions),
     )
     report = audit.run(args.since, args.job)

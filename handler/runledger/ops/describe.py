@@ -22,6 +22,7 @@ from typing import IO, Any
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
 from runledger.audit.pauses import State, Timeline, timelines, unknown
+from runledger.audit.regions import by_region, region_states, schedule_lister
 from runledger.audit.runner import BATCH
 from runledger.audit.scheduler_state import Lister, drift
 from runledger.backfill.firestore_store import FirestoreBackfills
@@ -127,9 +128,19 @@ def describe(
     settings, audit, job = job_settings(env, args.job)
     start = now - audit.lookback
     try:
-        listed_live = lister_factory(audit.project, audit.region, env)(start)
+        listed = schedule_lister(lister_factory, audit.project, audit.scheduler_regions, env)
+        listed_live = listed(start)
+        regional = region_states(job, listed_live)
+        chosen, drifts = by_region([job], listed_live)
+        spread = drifts.get(job.id)
+        differs = spread.reason if spread is not None else drift(job, chosen)
+        listed_live = chosen or {}
         live = listed_live.get(job.id)
-        state: dict[str, Any] = {"read": True, "drift": drift(job, listed_live) or None}
+        state: dict[str, Any] = {"read": True, "drift": differs or None}
+        # A job one region still sends as deployed is judged, as the audit judges it.
+        state["drift_blocks"] = bool(differs) and not (spread is not None and spread.judged)
+        if regional is not None:
+            state["regions"] = regional
         if live is None:
             state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
         else:
@@ -140,6 +151,7 @@ def describe(
             "read": False,
             "paused": None,
             "drift": None,
+            "drift_blocks": False,
             "detail": f"could not be read: {exc}",
         }
         line = timelines([job], None, str(exc), isinstance(exc, SchedulerAbsent))[job.id]
@@ -170,7 +182,7 @@ def describe(
             if keys[instant] in records and not records[keys[instant]].is_expired(now)
         ]
         status = _status(run, present, now, settings.lease, epoch, line)
-        if state["drift"] and status in ("missed", "stale"):
+        if state["drift_blocks"] and status in ("missed", "stale"):
             status = "drifted"  # as the audit: a drifted job's runs are not judged
         counted = "missed" if status == "stale" else status
         if counted in counts:
@@ -234,6 +246,11 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
     live = state["detail"] + (f" since {state['since']}" if state.get("since") else "")
     if state["drift"]:
         live += f"; drifted: {state['drift']}"
+    regions = [
+        f"  {region:<21} {item['detail']}"
+        + (f"; drifted: {item['drift']}" if item["drift"] else "")
+        for region, item in state.get("regions", {}).items()
+    ]
     lines = [
         f"job          {view['job']}",
         f"schedule     {view['schedule']} ({view['time_zone']})",
@@ -241,6 +258,7 @@ def print_view(view: Mapping[str, Any], as_json: bool, out: IO[str]) -> None:
         f"window       {_window_text(view['window'])}",
         f"suspension   {_suspension_text(view['suspension'])}",
         f"live state   {live}",
+        *regions,
         f"audit epoch  {view['epoch'] or '-'}",
         f"dead letters {view['dead_letter_topic'] or 'not pushed (no deadLetterTopic)'}",
         f"next {len(view['next'])} scheduled time(s):",

@@ -79,6 +79,21 @@ def _scheduler_listing(project: str, region: str, env: Mapping[str, str]) -> Lis
     return listing
 
 
+def _schedule_listing(project: str, regions: tuple[str, ...], env: Mapping[str, str]) -> Lister:
+    """The schedule's live jobs: its one region's listing, or every region's
+    (`runledger.audit.regions`, imported on the first listing)."""
+    if len(regions) == 1:
+        return _scheduler_listing(project, regions[0], env)
+
+    def listing(since: datetime) -> Mapping[str, LiveJob]:
+        from runledger.audit.regions import regional_lister
+
+        by_region = {region: _scheduler_listing(project, region, env) for region in regions}
+        return regional_lister(by_region)(since)
+
+    return listing
+
+
 def _backfill_docs(settings: Settings) -> Callable[[], BackfillDocs]:
     """`runledger.backfill.queue.firestore_backfills`, imported on the first read."""
     made: list[Callable[[], BackfillDocs]] = []
@@ -222,7 +237,7 @@ class App:
             return FirestoreRunStore(client, settings.collection)
 
         if cloud and live is None:
-            live = _scheduler_listing(audit.project, audit.region, env)
+            live = _schedule_listing(audit.project, audit.scheduler_regions, env)
         if cloud and backfills is None and audit.schedules:
             backfills = _backfill_docs(settings)
         return cls(
@@ -310,6 +325,7 @@ class App:
             schedule_time=run.schedule_time.isoformat(),
             manual=run.manual,
             trigger=run.trigger,
+            delivered_region=run.delivered_region,
         )
         return self._pipeline.run(run, Trigger(body, self._duplicate_wait, started), fields)
 

@@ -17,6 +17,13 @@ waiting attempt answers inside its attempt deadline. The audit's own job adds on
 request (its catch-ups run inside it). Copies of a request that at-least-once
 delivery adds are rare and short; `HEADROOM` leaves room for as many again.
 
+In a stack of several regions every region's Scheduler sends every run to its own
+region's handler, so each region's handler sees the bound above: its own region's
+attempt waiting and a holder (its own, or the other region's delivery of the same
+run waiting on one held elsewhere), and alone all of it while the other region is
+down. The verdict is therefore per region's handler, and the summary counts every
+region's deliveries.
+
 The bound is a worst case (every run retried to its last attempt while its
 holder's request lasts the whole request timeout), so a stack short of it is
 warned about at plan time (`pulumi up` and `make plan` show the numbers as the
@@ -73,6 +80,8 @@ class Capacity:
     per_job: dict[str, int]
     audit: int
     serves: int
+    # How many regions' Schedulers send every run, each to its own handler.
+    regions: int = 1
 
     @property
     def in_flight(self) -> int:
@@ -95,8 +104,14 @@ class Capacity:
             if self.holds
             else "SHORT: raise concurrency (the handler is I/O bound) or maxInstances"
         )
+        each = (
+            f"each of {self.regions} regions' handlers (every region sends every run; "
+            f"{self.regions * self.in_flight} in flight over all regions): "
+            if self.regions > 1
+            else ""
+        )
         return (
-            f"{self.serves} concurrent requests (maxInstances x concurrency) for at most "
+            f"{each}{self.serves} concurrent requests (maxInstances x concurrency) for at most "
             f"{self.in_flight} in flight ({jobs}{audit}), x{HEADROOM} for copies = "
             f"{self.needed}: {verdict}"
         )
@@ -113,4 +128,5 @@ def capacity(config: ScheduleConfig) -> Capacity:
         per_job=per_job,
         audit=0 if config.audit_job is None else 1,
         serves=config.max_instances * config.concurrency,
+        regions=len(config.regions),
     )

@@ -180,6 +180,19 @@ class ScheduleConfig:
     dead_letter_topic: str | None = None
     # Whether the stack creates that topic (the key named a bare topic id) or it exists.
     creates_dead_letter_topic: bool = False
+    # The regions after `region` the schedule also runs in (`regions` config key): each
+    # gets its own function and Scheduler jobs; every run key hashes `region`.
+    extra_regions: tuple[str, ...] = ()
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """Every region the schedule runs in, the key region (`region`) first."""
+        return (self.region, *self.extra_regions)
+
+    def region_suffix(self, region: str) -> str:
+        """What a region's resource names add to the prefix: nothing for the first region,
+        so a stack that adds a region keeps its resources' names and URNs."""
+        return "" if region == self.region else f"-{region}"
 
     @property
     def lease_seconds(self) -> int:
@@ -291,8 +304,15 @@ class ScheduleConfig:
         """DEDUP_SCHEDULES: every configured job's schedule and timing (not the audit's)."""
         return schedules.schedules_json([job.schedule_entry() for job in self.jobs])
 
-    def handler_env(self) -> dict[str, str]:
-        """The handler's static DEDUP_* settings (the invoker allow-list is added at deploy)."""
+    def handler_env(self, region: str | None = None) -> dict[str, str]:
+        """The static DEDUP_* settings of `region`'s handler (None: the first region's; the
+        invoker allow-list is added at deploy).
+
+        Each region's handler admits its own region's deliveries; with several regions
+        all key their runs by the first region (DEDUP_KEY_REGION), so one time delivered
+        from every region is one run, and the audit lists each region (DEDUP_REGIONS).
+        """
+        region = region or self.region
         heartbeat = self.heartbeat_seconds
         settings = Settings(
             collection=self.collection,
@@ -305,9 +325,11 @@ class ScheduleConfig:
             jobs_module=facts.DEFAULT_JOBS_MODULE,
             allowed_invokers=frozenset(),
             allowed_projects=frozenset({self.project}),
-            allowed_regions=frozenset({self.region}),
+            allowed_regions=frozenset({region}),
             duplicate_wait=None,
             heartbeat=None if heartbeat is None else timedelta(seconds=heartbeat),
+            key_region=self.region if self.extra_regions else None,
+            regions=frozenset(self.regions) if self.extra_regions else frozenset(),
             dead_letter_topic=self.dead_letter_topic,
         )
         return {

@@ -17,7 +17,11 @@ from dedup_schedule.config.audit_parser import check_audit, parse_alerts, parse_
 from dedup_schedule.config.job_parser import parse_jobs
 from dedup_schedule.config.model import ConfigError, DatabaseConfig, JobConfig, ScheduleConfig
 from dedup_schedule.config.values import PROJECT_ID, REGION, ConfigValues
-from dedup_schedule.firestore_locations import FIRESTORE_LOCATIONS, REGIONS
+from dedup_schedule.firestore_locations import (
+    FIRESTORE_LOCATIONS,
+    REGIONS,
+    regional_database_problem,
+)
 from runledger import facts
 from runledger.config import DEAD_LETTER_TOPIC
 
@@ -61,6 +65,7 @@ PROJECT_KEYS = frozenset(
         "ingress",
         "audit",
         "alerts",
+        "regions",
         "deadLetterTopic",
     }
 )
@@ -72,7 +77,30 @@ _DATABASE_KEYS = frozenset(
 )
 
 
-def _parse_database(reader: ConfigValues, region: str) -> DatabaseConfig:
+def _regions(reader: ConfigValues, region: str) -> tuple[str, ...]:
+    """`regions`: every region the schedule runs in, `gcp:region` first (default: it alone).
+
+    The first region is the one every run key hashes (`Settings.key_region`), so a
+    stack that adds a region keeps its records' keys: the list must start with
+    `gcp:region`, the region the stack ran in before.
+    """
+    given = reader.structured("regions", list)
+    if not given:
+        return (region,)
+    key = reader.key("regions")
+    if not all(isinstance(item, str) and REGION.fullmatch(item) for item in given):
+        raise ConfigError(f"{key}: expected a list of Google Cloud regions, got {given!r}")
+    if len(set(given)) != len(given):
+        raise ConfigError(f"{key}: {given!r} names a region twice")
+    if given[0] != region:
+        raise ConfigError(
+            f"{key}: must start with gcp:region ({region!r}), the region every run key "
+            f"hashes (got {given[0]!r} first); list the other regions after it"
+        )
+    return tuple(given)
+
+
+def _parse_database(reader: ConfigValues, region: str, regions: tuple[str, ...]) -> DatabaseConfig:
     values = reader.structured("database", dict) or {}
     db = ConfigValues(values, reader.key("database") + ".", _DATABASE_KEYS)
     return DatabaseConfig(
@@ -83,14 +111,18 @@ def _parse_database(reader: ConfigValues, region: str) -> DatabaseConfig:
             f"a Firestore database id ({facts.DATABASE_ID_RULE})",
         ),
         create=db.boolean("create", True),
-        location=_database_location(db, region),
+        location=_database_location(db, region, regions),
         deletion_protection=db.boolean("deletionProtection", True),
         point_in_time_recovery=db.boolean("pointInTimeRecovery", False),
     )
 
 
-def _database_location(db: ConfigValues, region: str) -> str:
-    """`database.location`, default the region, checked against Firestore's locations."""
+def _database_location(db: ConfigValues, region: str, regions: tuple[str, ...]) -> str:
+    """`database.location`, default the region, checked against Firestore's locations.
+
+    A schedule in several regions needs a multi-region database: in one region, that
+    region's outage would stop every region's runs (`regional_database_problem`).
+    """
     location = db.text("location", region, re.compile(r"[a-z0-9-]+"), "a Firestore location")
     if location not in FIRESTORE_LOCATIONS and db.raw("location") is None:
         # The team set gcp:region, not database.location: name the key it set (a
@@ -108,6 +140,10 @@ def _database_location(db: ConfigValues, region: str) -> str:
             "set database.location to a multi-region (nam5, nam7, eur3) or a Firestore "
             "region near gcp:region, e.g. us-central1 or europe-west1"
         )
+    problem = regional_database_problem(location, regions)
+    if problem:
+        given = "" if db.raw("location") is not None else f" (the default: gcp:region {region})"
+        raise ConfigError(f"{db.key('location')}: {location!r}{given} {problem}")
     return location
 
 
@@ -256,14 +292,16 @@ def parse_config(values: Mapping[str, Any], project_name: str = PROJECT_NAME) ->
         "a name prefix of 2-22 lowercase letters, digits or '-', starting with a letter",
     )
 
+    regions = _regions(reader, region)
     dead_letter_topic, creates_topic = _dead_letter_topic(reader, project)
     config = ScheduleConfig(
         project=project,
         region=region,
+        extra_regions=regions[1:],
         jobs=jobs,
         name_prefix=name_prefix,
         collection=_collection(reader),
-        database=_parse_database(reader, region),
+        database=_parse_database(reader, region, regions),
         request_timeout_s=request_timeout,
         max_instances=reader.integer("maxInstances", 3, 1, MAX_INSTANCES_LIMIT),
         concurrency=concurrency,

@@ -45,6 +45,8 @@ class MonitoredMetrics:
     late_starts: gcp.logging.Metric | None = None
     # The dead letters counter, None without `deadLetterTopic`.
     dead_letters: gcp.logging.Metric | None = None
+    # Cross-region duplicates, in a stack of several regions only (None: one region).
+    cross_region: gcp.logging.Metric | None = None
 
     def all(self) -> list[gcp.logging.Metric]:
         """Every metric, in the dashboard's order."""
@@ -58,6 +60,7 @@ class MonitoredMetrics:
             self.start_lag,
             self.late_starts,
             self.dead_letters,
+            self.cross_region,
         ]
         return [metric for metric in ordered if metric is not None]
 
@@ -71,6 +74,7 @@ def create_metrics(scope: MonitoringScope) -> MonitoredMetrics:
         latency=latency(scope),
         outlived=outlived_deadline(scope),
         audits=audit_heartbeat(scope) if scope.config.audit.enabled else None,
+        cross_region=cross_region(scope) if scope.config.extra_regions else None,
         start_lag=start_lag(scope),
         late_starts=late_starts(scope) if scope.config.alerts.start_lag_s is not None else None,
         dead_letters=dead_letters(scope) if scope.config.dead_letter_topic else None,
@@ -155,6 +159,23 @@ def outlived_deadline(scope: MonitoringScope) -> gcp.logging.Metric:
         "Runs that went on past their job's attempt deadline, per job",
         f"{scope.requests} AND jsonPayload.{facts.OUTLIVED_DEADLINE_FIELD}>0",
         {"job": "jsonPayload.job"},
+    )
+
+
+def cross_region(scope: MonitoringScope) -> gcp.logging.Metric:
+    """Deliveries answered as the duplicate of another region's run, per job and region.
+
+    In a stack of several regions every time is delivered once per region and runs
+    once: these are the other regions' copies, counted apart from retries and never
+    alerted on. A region whose count drops to zero while the others' run everything
+    is out (docs/runbook.md, "A region is down").
+    """
+    return counter(
+        scope,
+        "cross-region",
+        "Deliveries answered as duplicates of a run another region claimed, per job",
+        f"{scope.requests} AND jsonPayload.{facts.CROSS_REGION_FIELD}:*",
+        {"job": "jsonPayload.job", "ran_in": f"jsonPayload.{facts.CROSS_REGION_FIELD}"},
     )
 
 
