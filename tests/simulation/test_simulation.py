@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 
 from runledger import schedules
+from runledger.audit import runner
 from runledger.backfill import runs
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.delivery.identify import run_key
@@ -203,3 +204,16 @@ def test_a_release_of_a_completed_run_is_caught(monkeypatch):
     for module in (machine, release):
         monkeypatch.setattr(module, "refuse_release", lambda key, record, now: None)
     assert _caught("released a run not failed")
+
+
+def test_an_audit_that_forgets_released_runs_is_caught(monkeypatch):
+    """The audit takes a released run as settled: no catch-up redoes it, no finding names it."""
+    judge = runner.judge
+
+    def forgets_released(run, records, now, lease):
+        if any(record.status is Status.RELEASED for record in records):
+            return None
+        return judge(run, records, now, lease)
+
+    monkeypatch.setattr(runner, "judge", forgets_released)
+    assert _caught("released, then silent")
