@@ -40,7 +40,7 @@ from runledger.facts import (
     TRIGGER_CATCH_UP,
 )
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from runledger.ledger.record import Status
+from runledger.ledger.record import NOT_RUN_STATUSES, Status
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
@@ -146,10 +146,31 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     violations += history.work.check(history.records)  # `job_work`
+    violations += history.releases.check(
+        history.executions, history.records, history.findings, _excused(history, drifted)
+    )
     for ask in history.rerun_asks:
         violations += _rerun(history, ask)
     violations += _letters(history, {key for time in expected for key in time.keys})
     return violations
+
+
+def _excused(
+    history: History, drifted: dict[str, list[datetime]]
+) -> Callable[[str, str, datetime], bool]:
+    """Whether a run's time has a fate without a run or a finding of its own (`_fate`):
+    its job meant paused or drifted (and reported so) then, or its last record not run
+    (seed 60: a time of a drifted window, released, is judged by no audit)."""
+
+    def excused(key: str, job: str, when: datetime) -> bool:
+        last = [r for _, r in history.records[key][-1:] if r is not None]
+        return (
+            _within(history.intents[job], when)
+            or (_within(history.drifts[job], when) and bool(drifted.get(job)))
+            or any(r.status in NOT_RUN_STATUSES for r in last)
+        )
+
+    return excused
 
 
 # The record status each kind of dead letter is about (`delivery.dead_letter`).

@@ -64,6 +64,8 @@ FEATURES = {
     "new generation), oldest or newest first",
     "dead_letters": "final failures pushed to a Pub/Sub topic whose publishes fail or lose "
     "their answers",
+    "ops_release": "the operator releases failed runs (`ops release`) from a laptop clock "
+    "up to 30 minutes off, from two terminals at once, and runs that moved on meanwhile",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
