@@ -245,9 +245,14 @@ def _rerun(history: History, ask: RerunAsk) -> list[Violation]:
         for later in effects[1:]
         if _completed_before(history, [ask.key], later.start)
     ]
-    # The backfill reporting the time past its retention (`ttl_deletion`) answers the ask.
+    # The backfill reporting the time past its retention (`ttl_deletion`) answers the ask,
+    # and so does the rerun recorded `suspended` (`suspension`): deliberately not run.
     reported = history.past_retention.get((ask.job, ask.schedule_time), ask.at) > ask.at
-    if not reported and not any(run.start >= ask.at for run in runs):
+    suspended = any(
+        when >= ask.at and record is not None and record.status is Status.SUSPENDED
+        for when, record in history.records[ask.key]
+    )
+    if not (reported or suspended) and not any(run.start >= ask.at for run in runs):
         found.append(
             Violation(
                 ask.job,
