@@ -5,6 +5,6 @@ from runledger.sdk.context import RunContext
 from runledger.sdk.registry import Jobs
 
 # The distribution's version (pyproject.toml reads it here; CHANGELOG.md has each one).
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["Jobs", "LeaseLost", "RunContext", "TerminalJobError", "__version__"]

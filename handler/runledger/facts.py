@@ -340,7 +340,7 @@ PAUSE_LOG_PERMISSIONS = ("logging.logEntries.list",)
 # DEDUP_SCHEDULES and what the handler makes of them. The program sets it on the function
 # (DEDUP_CONTRACT_VERSION) and a handler of another contract refuses to start; raise it with
 # any change one side reads differently from the other (CHANGELOG.md says when it moved).
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 DEFAULT_COLLECTION = "scheduler_runs"
 DEFAULT_LEASE_S = 360

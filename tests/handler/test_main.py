@@ -127,7 +127,11 @@ def test_bad_setting_stops_start_up_with_one_line_naming_the_variable():
 
 @pytest.mark.parametrize(
     ("deployed", "said"),
-    [("2", "contract '2'"), ("", "no contract version (an older program)")],
+    [
+        (str(facts.CONTRACT_VERSION + 1), f"contract '{facts.CONTRACT_VERSION + 1}'"),
+        (str(facts.CONTRACT_VERSION - 1), f"contract '{facts.CONTRACT_VERSION - 1}'"),
+        ("", "no contract version (an older program)"),
+    ],
 )
 def test_a_handler_deployed_by_a_program_of_another_contract_refuses_to_start(
     deployed: str, said: str

@@ -14,12 +14,14 @@ from datetime import timedelta
 import pytest
 
 from runledger import schedules
+from runledger.audit import runner
 from runledger.backfill import runs
 from runledger.config import Settings
 from runledger.delivery import duplicate_wait, pipeline
 from runledger.delivery.identify import run_key
 from runledger.ledger import machine, overlap
-from runledger.ledger.record import FINAL_STATUSES, Status
+from runledger.ledger.record import FINAL_STATUSES, Status, Versioned
+from scheduler_dedup.localrun.simulation import release
 from scheduler_dedup.localrun.simulation.run import run_seed
 from scheduler_dedup.localrun.simulation.scenario import FEATURES
 from tests.stacks import REPO_ROOT
@@ -103,7 +105,14 @@ def test_a_final_run_claimed_again_is_caught(monkeypatch):
 # and seed 34's reaches a takeover right at the skew margin. Its world in one region:
 # `region_outage` runs it in two, which play differently.
 ISSUE_35 = frozenset(
-    {"job_work", "request_timeout", "pause_api_versions", "unreadable_scheduler", "ttl_deletion"}
+    {
+        "job_work",
+        "request_timeout",
+        "pause_api_versions",
+        "unreadable_scheduler",
+        "ttl_deletion",
+        "ops_release",
+    }
 )
 ONE_REGION = frozenset({"region_outage"})
 
@@ -185,3 +194,36 @@ def test_a_handler_that_ignores_a_suspension_is_caught(monkeypatch):
     # Deliveries never see their job suspended: its runs go on while it is.
     monkeypatch.setattr(machine.Ledger, "suspension", lambda self, run: None)
     assert _caught("run while suspended")
+
+
+def test_a_release_without_its_fence_is_caught(monkeypatch):
+    """`ops release` writes over whatever the run became since the operator read it."""
+    fenced = machine.Ledger.release_failed
+
+    def unfenced(self, key, seen, released_by, clear_checkpoints):
+        current = self._store.get(key)
+        version = seen.version if current is None else current.version
+        fenced(self, key, Versioned(seen.record, version), released_by, clear_checkpoints)
+
+    monkeypatch.setattr(machine.Ledger, "release_failed", unfenced)
+    assert _caught("refused release changed it")
+
+
+def test_a_release_of_a_completed_run_is_caught(monkeypatch):
+    """`ops release` gives back any run, not only a failed one: a completed time runs again."""
+    for module in (machine, release):
+        monkeypatch.setattr(module, "refuse_release", lambda key, record, now: None)
+    assert _caught("released a run not failed")
+
+
+def test_an_audit_that_forgets_released_runs_is_caught(monkeypatch):
+    """The audit takes a released run as settled: no catch-up redoes it, no finding names it."""
+    judge = runner.judge
+
+    def forgets_released(run, records, now, lease):
+        if any(record.status is Status.RELEASED for record in records):
+            return None
+        return judge(run, records, now, lease)
+
+    monkeypatch.setattr(runner, "judge", forgets_released)
+    assert _caught("released, then silent")

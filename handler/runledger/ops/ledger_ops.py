@@ -15,6 +15,7 @@ any checkpoint deletions, so a run that changed since it was shown is left alone
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from runledger.facts import DEFAULT_LEASE_S, DEFAULT_RETENTION_S, WORK_COLLECTIO
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.machine import Ledger, ReleaseRefused, may_take_over, refuse_release
 from runledger.ledger.record import RunRecord, Status, Versioned
+from runledger.ledger.store import RunStore
 from runledger.ledger.workitem import WorkItem, WorkKind
 
 if TYPE_CHECKING:
@@ -155,23 +157,38 @@ class LedgerOps:
 
     def release(self, plan: ReleasePlan, now: datetime, operator_note: str) -> None:
         """Apply a plan if the run is still exactly as it was read; raise OpsError if not."""
-        # A release neither claims nor renews: the lease and retention given
-        # here (the handler's defaults) are never used.
-        ledger = Ledger(
-            self._store,
-            lease=timedelta(seconds=DEFAULT_LEASE_S),
-            retention=timedelta(seconds=DEFAULT_RETENTION_S),
-            clock=lambda: now,
-            new_attempt_id=lambda: uuid.uuid4().hex,
-        )
         seen = Versioned(plan.row.record, plan.row.version)
-        try:
-            ledger.release_failed(plan.row.key, seen, operator_note, plan.checkpoints)
-        except ReleaseRefused as exc:
-            raise OpsError(str(exc)) from exc
+        release_run(self._store, plan.row.key, seen, now, operator_note, plan.checkpoints)
 
     @staticmethod
     def _row(snapshot: Any) -> RunRow:
         return RunRow(
             snapshot.id, RunRecord.from_document(snapshot.to_dict()), snapshot.update_time
         )
+
+
+def release_run(
+    store: RunStore,
+    key: str,
+    seen: Versioned,
+    now: datetime,
+    operator_note: str,
+    checkpoints: Sequence[str] = (),
+) -> None:
+    """Release the failed run `key` if it is still exactly `seen`; raise OpsError if not.
+
+    The one write of `release`, on any store (the simulator's operator makes it too).
+    """
+    # A release neither claims nor renews: the lease and retention given
+    # here (the handler's defaults) are never used.
+    ledger = Ledger(
+        store,
+        lease=timedelta(seconds=DEFAULT_LEASE_S),
+        retention=timedelta(seconds=DEFAULT_RETENTION_S),
+        clock=lambda: now,
+        new_attempt_id=lambda: uuid.uuid4().hex,
+    )
+    try:
+        ledger.release_failed(key, seen, operator_note, checkpoints)
+    except ReleaseRefused as exc:
+        raise OpsError(str(exc)) from exc

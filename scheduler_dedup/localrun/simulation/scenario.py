@@ -65,6 +65,8 @@ FEATURES = {
     "new generation), oldest or newest first",
     "dead_letters": "final failures pushed to a Pub/Sub topic whose publishes fail or lose "
     "their answers",
+    "ops_release": "the operator releases failed runs (`ops release`) from a laptop clock "
+    "up to 30 minutes off, from two terminals at once, and runs that moved on meanwhile",
     # Issue 37: a schedule sent from two regions.
     "region_outage": "the stack in two regions, one out for a minute to two hours (its "
     "Scheduler stops, its function answers 5xx or times out, or loses the store), both "
