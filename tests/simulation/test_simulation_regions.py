@@ -23,10 +23,6 @@ from scheduler_dedup.localrun.simulation.world import World
 
 ON = frozenset(FEATURES)
 LOST = ("run_missed", "run_stale", "job_drifted")
-# The fault classes that make a quiet world noisy on their own: held back below.
-NOISY = frozenset(
-    {"job_work", "request_timeout", "unreadable_scheduler", "ttl_deletion", "suspension"}
-)
 
 
 def two_region_seeds(count: int) -> list[int]:
@@ -67,7 +63,7 @@ def delivering_regions(history: History) -> set[str]:
 
 def quiet(seed: int, outages: tuple[RegionOutage, ...]) -> tuple[History, list]:
     """`seed`'s two-region world with no fault but `outages`: its history and violations."""
-    scenario = generate(seed, ON - NOISY)
+    scenario = generate(seed, ON)
     assert len(scenario.regions) == 2
     scenario = replace(
         scenario,
@@ -78,6 +74,7 @@ def quiet(seed: int, outages: tuple[RegionOutage, ...]) -> tuple[History, list]:
         lost_answers=0.0,
         duplicates=0.0,
         outages=(),
+        api_fault_rate=0.0,
         region_outages=outages,
     )
     history = History()
@@ -99,7 +96,7 @@ def lost(history: History, jobs: set[str]) -> set[tuple]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_key_region_out_for_an_hour_loses_no_time_and_adds_no_finding(kind):
     seed = two_region_seeds(1)[0]
-    scenario = generate(seed, ON - NOISY)
+    scenario = generate(seed, ON)
     start = scenario.start
     down = RegionOutage(
         REGION, kind, start + timedelta(minutes=20), start + timedelta(hours=1, minutes=20)
