@@ -152,7 +152,43 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     for ask in history.rerun_asks:
         violations += _rerun(history, ask)
     violations += _letters(history, {key for time in expected for key in time.keys})
+    violations += _stray_runs(history, expected)
     return violations
+
+
+def _stray_runs(history: History, expected: Sequence[Expected]) -> list[Violation]:
+    """A scheduled time's effect under a run key that is neither the time's nor an asked
+    rerun's (`region_outage`: a region keying its deliveries by itself) escapes the
+    ledger's one run per key: with any other effect of the time, it ran twice."""
+    owned = {key for time in expected for key in time.keys}
+    owned |= {ask.key for ask in history.rerun_asks}
+    times = {(time.job, at): time for time in expected for at in time.instants}
+    found = []
+    for key, executions in history.executions.items():
+        if key in owned:
+            continue
+        for stray in executions:
+            time = times.get((stray.job, stray.schedule_time))
+            if time is None or stray.manual or stray.effect_at is None:
+                continue
+            others = [
+                e
+                for other in time.keys
+                for e in history.executions[other]
+                if not e.manual and e.effect_at is not None
+            ]
+            if others:
+                found.append(
+                    Violation(
+                        time.job,
+                        time.instants[0],
+                        "ran twice",
+                        f"attempt {stray.attempt_id} ({stray.trigger}) took effect at "
+                        f"{stray.effect_at:%H:%M:%S} under run key {key}, not the time's, "
+                        f"as {others[0].attempt_id} did under its own",
+                    )
+                )
+    return found
 
 
 def _excused(

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation import scheduler_api, timeouts, ttl, work
+from scheduler_dedup.localrun.simulation import regions, scheduler_api, timeouts, ttl, work
+from scheduler_dedup.localrun.simulation.regions import RegionOutage
 from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
 from scheduler_dedup.localrun.simulation.ttl import Retention
 
@@ -66,6 +67,10 @@ FEATURES = {
     "their answers",
     "ops_release": "the operator releases failed runs (`ops release`) from a laptop clock "
     "up to 30 minutes off, from two terminals at once, and runs that moved on meanwhile",
+    # Issue 37: a schedule sent from two regions.
+    "region_outage": "the stack in two regions, one out for a minute to two hours (its "
+    "Scheduler stops, its function answers 5xx or times out, or loses the store), both "
+    "delivering every time at the same instant",
 }
 PROJECT, REGION = "sim-project", "europe-west1"
 # Daylight-saving days (and an ordinary one): the window's start and the zone it is about.
@@ -153,6 +158,9 @@ class Scenario:
     api_fault_rate: float = 0.0
     log_lags_s: tuple[int, ...] = (0,)
     ttl: Retention | None = None  # `ttl_deletion`
+    # `region_outage`: every region the stack runs in, the key region (`region`) first.
+    regions: tuple[str, ...] = (REGION,)
+    region_outages: tuple[RegionOutage, ...] = ()
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -310,6 +318,8 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         scenario.ttl = kept
         scenario.settings = dataclasses.replace(scenario.settings, retention=kept.retention)
         scenario.lookback_s = kept.lookback_s
+    if "region_outage" in features:  # its own generator: a one-region seed plays as without
+        scenario.regions, scenario.region_outages = regions.draw(seed, REGION, start, end)
     return scenario
 
 

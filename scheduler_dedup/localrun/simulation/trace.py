@@ -57,6 +57,12 @@ def print_trace(result: SeedResult, out: IO[str], limit: int = 5) -> None:
             f"{timeout.throttle:g}x slower",
             file=out,
         )
+    if len(scenario.regions) > 1:  # `region_outage`
+        outages = ", ".join(
+            f"{o.region} {o.kind} {o.start:%H:%M:%S}-{o.end:%H:%M:%S}"
+            for o in scenario.region_outages
+        )
+        print(f"  regions {', '.join(scenario.regions)}; out: {outages}", file=out)
     for note in scenario.notes:
         print(f"  operator {note}", file=out)
     for when, text in result.history.events:

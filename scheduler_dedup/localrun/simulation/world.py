@@ -15,6 +15,7 @@ the operator's own clock, then forces the audit to run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
 import json
@@ -23,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from runledger.audit.pauses import job_timeline
+from runledger.audit.regions import regional_lister
 from runledger.audit.scheduler_state import LiveJob as ListedJob
 from runledger.audit.scheduler_state import session_listing
 from runledger.backfill import queue
@@ -41,7 +43,7 @@ from runledger.ledger.suspension import (
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
-from scheduler_dedup.localrun.simulation import timeouts, ttl
+from scheduler_dedup.localrun.simulation import regions, timeouts, ttl
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
@@ -95,9 +97,21 @@ class World:
             lambda key, task: history.refused(key, task, self.loop.now),
         )
         self.docs = FaultyDocs(inner.backfills(), self.loop, self.faults)
-        self.scheduler = CloudScheduler(
-            self.loop, scenario.rng, self._send, scenario.lost_answers, scenario.duplicates
-        )
+        # `region_outage`: every region's Scheduler, the first one drawing from the seed's
+        # generator as a stack in one region does, the others from the class's own.
+        self.schedulers = {
+            region: CloudScheduler(
+                self.loop,
+                scenario.rng if region == scenario.region else regions.rng(scenario.seed, region),
+                functools.partial(self._send, region),
+                scenario.lost_answers,
+                scenario.duplicates,
+            )
+            for region in scenario.regions
+        }
+        self.scheduler: CloudScheduler | regions.AllRegions = self.schedulers[scenario.region]
+        if len(scenario.regions) > 1:
+            self.scheduler = regions.AllRegions(self.schedulers)
         self._ids = itertools.count(1)
         self._requests = itertools.count(1)
         self.paused_in_stack: set[str] = set()
@@ -122,16 +136,35 @@ class World:
             self._letter_stored,
             scenario.settle,
         )
-        self.app = self._deploy()
+        # `region_outage`: each other region's Scheduler answers its own REST calls.
+        self.apis = {scenario.region: self.api} | {
+            region: SchedulerApi(
+                self.schedulers[region],
+                regions.rng(scenario.seed, f"{region}-api"),
+                scenario.project,
+                region,
+                lambda: self.loop.now,
+                scenario.api_versions,
+                scenario.api_fault_rate,
+                scenario.log_lags_s,
+            )
+            for region in scenario.regions[1:]
+        }
+        self.apps = {region: self._deploy(region) for region in scenario.regions}
 
     # -- the handler, as a deploy builds it --
 
-    def env(self) -> dict[str, str]:
+    def env(self, region: str | None = None) -> dict[str, str]:
+        """The environment the program sets on `region`'s function (None: the first's)."""
         entries = [self._entry(job) for job in self.scenario.jobs]
         letters = "dead_letters" in self.scenario.features
         topic = {DEAD_LETTER_TOPIC_ENV: DEAD_LETTER_TOPIC} if letters else {}
+        scenario = self.scenario
+        settings = regions.region_settings(
+            scenario.settings, scenario.regions, region or scenario.region
+        )
         return {
-            **self.scenario.settings.to_env(),
+            **settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
             **topic,
         }
@@ -156,23 +189,28 @@ class World:
             suspend_after=job.suspend_after,
         )
 
-    def _deploy(self) -> App:
-        """A handler revision from the stack's environment, built by `App.from_env` itself.
+    def _deploy(self, region: str) -> App:
+        """`region`'s handler revision from the stack's environment, built by `App.from_env`.
 
         Everything but the store, the fake clock (time, monotonic time, sleep), attempt
         ids, renewals and Scheduler's listing comes from the environment, as deployed.
         """
+        store: Any = self.store
+        docs: Any = self.docs
+        if len(self.scenario.regions) > 1:  # `region_outage`: its instances may lose them
+            store = regions.RegionStore(self.store, region, lambda r: self._out(r, "store"))
+            docs = regions.RegionStore(self.docs, region, lambda r: self._out(r, "store"))
         return App.from_env(
-            self.env(),
+            self.env(region),
             self.loop.clock,
             jobs={job.id: self._body(job) for job in self.scenario.jobs},
-            store_factory=lambda: self.store,
+            store_factory=lambda: store,
             renewals=LoopRenewals(self.loop),
             new_attempt_id=lambda: f"a{next(self._ids)}",
             monotonic=lambda: self.loop.now.timestamp(),
             sleep=lambda seconds: self.loop.sleep(timedelta(seconds=seconds)),
             live=self._audit_listing,
-            backfills=lambda: self.docs,
+            backfills=lambda: docs,
             dead_letter_topic=lambda: self.topic,
         )
 
@@ -192,10 +230,30 @@ class World:
         }
 
     def _audit_listing(self, since: datetime) -> dict[str, ListedJob]:
-        """What the audit lists: through the REST code when a class of issue 35 asks it."""
+        """What the audit lists: through the REST code when a class of issue 35 asks it,
+        or every region's Scheduler, each through its own REST answers (`region_outage`)."""
+        scenario = self.scenario
+        if len(scenario.regions) > 1:
+            listers = {
+                region: functools.partial(
+                    session_listing,
+                    regions.RegionApi(
+                        self.apis[region], functools.partial(self._out, region, "scheduler")
+                    ),
+                    scenario.project,
+                    region,
+                )
+                for region in scenario.regions
+            }
+            return regional_lister(listers)(since)
         if self.scenario.api_versions == ("v1",) and not self.scenario.api_fault_rate:
             return self._listing(since)
         return session_listing(self.api, self.scenario.project, self.scenario.region, since)
+
+    def _out(self, region: str, kind: str) -> bool:
+        """Whether `region` is out in the way `kind` says now (`regions.KINDS`)."""
+        now = self.loop.now
+        return any(o.covers(region, kind, now) for o in self.scenario.region_outages)
 
     def _written(self, key: str, record: Any) -> None:
         self.history.record_written(self.loop.now, key, record)
@@ -222,32 +280,50 @@ class World:
     # -- deliveries and job bodies --
 
     def _send(
-        self, job: str, stamped: datetime | None, forced: bool, answer: Callable[[int], None]
+        self,
+        region: str,
+        job: str,
+        stamped: datetime | None,
+        forced: bool,
+        answer: Callable[[int], None],
     ) -> None:
         settings = self.scenario.settings
         headers = scheduler_headers(
             job,
             stamped,
             self.scenario.project,
-            self.scenario.region,
+            region,
             project_header=settings.project_header,
             region_header=settings.region_header,
         )
-        app = self.app
+        if self._out(region, "scheduler"):  # `region_outage`
+            return  # the region's Scheduler sends nothing
+        app = self.apps[region]
+        # `region_outage`: the function answers 503, or works on while its answer never
+        # reaches Scheduler (a timeout: the attempt deadline fails it).
+        refused = self._out(region, "5xx")
+        unanswered = self._out(region, "timeout")
+        where = f" in {region}" if len(self.scenario.regions) > 1 else ""
         # Mostly near the bound, where a takeover margin that is too small shows.
         skew = self.scenario.skew * self.rng.choice((-1, 1)) * self.rng.uniform(0.5, 1)
 
         def request(task: Task) -> None:
-            kind = "forced delivery" if forced else "delivery"
+            kind = ("forced delivery" if forced else "delivery") + where
             if stamped is not None:
                 self.history.note(job, stamped, self.loop.now, f"{kind} arrives ({task.name})")
+            if refused:
+                if stamped is not None:
+                    self.history.note(job, stamped, self.loop.now, f"{kind} answered 503 (outage)")
+                answer(503)
+                return
             response = app.handle("POST", headers, b"")
             if response.outcome == "lease_lost":  # the final write refused: the lease was lost
                 self.history.lease_lost(task, job, self.loop.now)
             if stamped is not None:
                 text = f"{kind} answered {response.status} {response.outcome}"
                 self.history.note(job, stamped, self.loop.now, text)
-            answer(response.status)
+            if not unanswered:
+                answer(response.status)
 
         task = self.loop.spawn(f"request-{next(self._requests)}", skew, request)
         timeouts.arm(self, task, job, stamped, answer)  # `request_timeout`
@@ -302,7 +378,7 @@ class World:
 
     def redeploy(self, paused: set[str]) -> None:
         self.paused_in_stack = set(paused)
-        self.app = self._deploy()
+        self.apps = {region: self._deploy(region) for region in self.scenario.regions}
 
     def backfill(
         self,
