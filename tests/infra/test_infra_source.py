@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import runledger
 from dedup_schedule.source import LIBRARY_DIR, HandlerSourceError, handler_archive
 from scheduler_dedup.offline.mockrun import ProgramFailed, run_program
 from tests.infra.conftest import REPO, write_handler
@@ -86,8 +87,8 @@ def test_a_team_pin_other_than_runledgers_is_refused_naming_the_file(
 
     assert str(caught.value) == (
         f"{handler / 'requirements.txt'}: 'croniter == 6.0.0  # older' differs from runledger "
-        "0.2.0's 'croniter==7.0.0' (runledger/requirements.txt); remove the line (the function "
-        "installs runledger's) or make it the same"
+        f"{runledger.__version__}'s 'croniter==7.0.0' (runledger/requirements.txt); remove the "
+        "line (the function installs runledger's) or make it the same"
     )
 
 
