@@ -169,15 +169,7 @@ def counted(
         note = f"{failures} scheduled runs in a row failed for good, the last at {last}"
         if error:
             note += f": {error}"
-        return replace(
-            updated,
-            suspended=True,
-            reason=REASON_FAILURES,
-            note=note[:_MAX_NOTE_CHARS],
-            by=AUTOMATIC,
-            since=now,
-            reported_at=None,
-        )
+        return _suspended(updated, REASON_FAILURES, note, AUTOMATIC, now)
 
     return step
 
@@ -190,17 +182,22 @@ def suspended_by(note: str, by: str, now: datetime) -> Callable[[Suspension], Su
             raise SuspensionRefused(
                 f"job {current.job!r} is suspended already ({_state(current)}); nothing written"
             )
-        return replace(
-            current,
-            suspended=True,
-            reason=REASON_OPERATOR,
-            note=note[:_MAX_NOTE_CHARS],
-            by=by,
-            since=now,
-            reported_at=None,
-        )
+        return _suspended(current, REASON_OPERATOR, note, by, now)
 
     return step
+
+
+def _suspended(current: Suspension, reason: str, note: str, by: str, now: datetime) -> Suspension:
+    """`current` suspended from `now` for `reason`, not yet reported by an audit."""
+    return replace(
+        current,
+        suspended=True,
+        reason=reason,
+        note=note[:_MAX_NOTE_CHARS],
+        by=by,
+        since=now,
+        reported_at=None,
+    )
 
 
 def resumed_by(note: str | None, by: str, now: datetime) -> Callable[[Suspension], Suspension]:
