@@ -172,6 +172,16 @@ class AuditStore(EpochStore, Protocol):
         """Overwrite the shard if still at `version`; raise VersionConflict if not (or gone)."""
 
 
+def read_sighting(
+    store: AuditStore, project: str, region: str, job: JobSchedule
+) -> Sighting | None:
+    """What the audits have seen of `job` in Scheduler, as its mark keeps it: read only."""
+    key = shard_key(project, region, job.id)
+    shard = store.get_shards([key]).get(key)
+    mark = None if shard is None else shard.marks.get(job.id)
+    return mark.seen if mark is not None and mark.holds_for(job) else None
+
+
 def shard_key(project: str, region: str, job: str) -> str:
     """The id of the shard document holding `job`'s mark: fixed length, stable per job."""
     index = int(hashlib.sha256(job.encode()).hexdigest()[:8], 16) % SHARDS

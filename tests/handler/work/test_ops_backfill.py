@@ -530,3 +530,23 @@ def test_describe_shows_a_drifted_job_as_the_audit_judges_it(env, seeded):
     text = io.StringIO()
     main(args[:-1], env=env, clock=lambda: NOW, lister_factory=edited_export, stdout=text)
     assert "; drifted: Cloud Scheduler has '*/30 * * * *'" in text.getvalue()
+
+
+def paused_unlogged(project: str, region: str, environment: dict[str, str]):
+    """`export` paused in the console two minutes ago, its PauseJob not in the log yet."""
+    fake = FakeScheduler(lambda: NOW, export="0 * * * *")
+    return fake.pause("export", NOW - timedelta(minutes=2), logged=False)
+
+
+def test_describe_shows_times_waiting_for_the_pause_log_as_the_audit_leaves_them(env, seeded):
+    out = io.StringIO()
+    args = ["describe", "--job", "export", "--json"]
+    code = main(args, env=env, clock=lambda: NOW, lister_factory=paused_unlogged, stdout=out)
+    assert code == 0
+    view = json.loads(out.getvalue())
+    # Listed paused, no PauseJob logged and no sighting: a job paused for days and one
+    # paused a minute ago look alike, so the times the audit would judge wait, as there.
+    assert "may not show its last pause or resume yet" in view["state"]["detail"]
+    statuses = {item["schedule_time"][11:13]: item["status"] for item in view["recent"]}
+    assert (statuses["08"], statuses["11"], statuses["10"]) == ("pending", "pending", "completed")
+    assert view["counts"]["missed"] == 0
