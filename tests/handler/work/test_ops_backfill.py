@@ -28,7 +28,7 @@ from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
 from tests.handler.support import (
-    LEASE,
+    OPS_SCOPE,
     RETENTION,
     T0,
     FakeClock,
@@ -36,13 +36,15 @@ from tests.handler.support import (
     deliver,
     make_app,
     make_ledger,
+    ops_at,
+    ops_env,
     run_record,
     scheduler_headers,
     settings,
 )
 
 NOW = T0 + timedelta(minutes=30)  # 2026-10-16T12:30:00Z
-SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+SCOPE = OPS_SCOPE
 SCHEDULES = json.dumps(
     [{"id": "export", "schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}]
 )
@@ -54,15 +56,7 @@ START_AUDIT = (
 
 @pytest.fixture
 def env(firestore_emulator, firestore_db) -> dict[str, str]:
-    return (
-        firestore_emulator.env()
-        | SCOPE
-        | {
-            "DEDUP_SCHEDULES": SCHEDULES,
-            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
-            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
-        }
-    )
+    return ops_env(firestore_emulator, DEDUP_SCHEDULES=SCHEDULES)
 
 
 def key_of(hour: int) -> str:
@@ -101,9 +95,7 @@ def seeded(firestore_db) -> FirestoreRunStore:
 
 
 def ops(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), env=env, clock=lambda: NOW, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return ops_at(env, NOW, *args)
 
 
 class Jobs:
