@@ -4,7 +4,8 @@ Each scheduled time of the stack's schedule in (start, end] must end in exactly
 one fate once the world has settled (docs/reliability.md, "The simulator"):
 
     ran        a body execution (not a forced run) took effect
-    reported   an audit finding names it, or a `drifted` finding its job while
+    reported   an audit finding names it (or a span of its job's times that left the
+               look-back unjudged), or a `drifted` finding its job while
                the console's edit held
     not run    deliberately: the operator meant the job paused then, or its
                record says `skipped` (overlap: skip), or the time is outside its
@@ -418,6 +419,8 @@ def _fate(
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift or suspended):
+    # Reported with the span of its job's times an audit names as gone from its look-back.
+    named = any(first <= when <= last for first, last in history.unjudged.get(job, ()))
+    if not (effects or reported or named or paused or skipped or drift or suspended):
         violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found

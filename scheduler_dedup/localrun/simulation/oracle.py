@@ -75,6 +75,8 @@ class History:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
         self.records: dict[str, list[tuple[datetime, RunRecord | None]]] = defaultdict(list)
         self.findings: list[tuple[datetime, str, datetime | None, str, Any]] = []
+        # Spans of a job's times an audit named as gone from its look-back unjudged.
+        self.unjudged: dict[str, list[tuple[datetime, datetime]]] = {}
         # Each audit's finding lines not yet followed by its summary, by the task logging them.
         self._unsummed: dict[Any, list[tuple[datetime, str, datetime | None, str, Any]]] = {}
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
@@ -271,6 +273,9 @@ class History:
                 )
             else:
                 self.event(now, f"audit finding {outcome} for job {entry.get('job')}")
+            if "from" in entry and "to" in entry:
+                span = (parse_schedule_time(entry["from"]), parse_schedule_time(entry["to"]))
+                self.unjudged.setdefault(entry.get("job", ""), []).append(span)
 
     def summaries_since(self, moment: datetime) -> int:
         return sum(1 for judged in self.summaries if judged >= moment)
