@@ -156,5 +156,9 @@ class AllRegions:
         for scheduler in self.by_region.values():
             scheduler.edit(job_id, schedule, end)
 
+    def remove(self, job_id: str) -> None:
+        for scheduler in self.by_region.values():
+            scheduler.remove(job_id)
+
     def force(self, job_id: str, stamped: bool) -> None:
         self.first.force(job_id, stamped)
