@@ -39,6 +39,7 @@ from runledger.exceptions import ConfigError
 from runledger.facts import CONTRACT_VERSION, RetryPolicy
 from runledger.ledger.epochs import AuditEpoch
 from runledger.ledger.machine import MAX_CLOCK_SKEW
+from runledger.ledger.watermarks import shard_key
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.scheduler import LiveJob
 from scheduler_dedup.localrun.simulation.violation import Violation
@@ -59,8 +60,6 @@ SHARES = (0.1, 0.5, 0.9)
 # Settings a new revision may carry: a heartbeat at or above the floor, a longer retention.
 HEARTBEATS_S = (48, 60, 90)
 LONGER_RETENTION = (timedelta(0), timedelta(hours=1))
-# The audit's interval (`scenario.AUDIT_EVERY`).
-AUDIT_EVERY = timedelta(minutes=10)
 # The share of deploys whose program sets the previous contract version.
 OTHER_CONTRACT = 0.15
 
@@ -129,16 +128,11 @@ def retry(seed: int) -> tuple[timedelta, RetryPolicy]:
 
 def start(scenario: Scenario, history: Any, until: datetime) -> list[SimJob]:
     """The class's job as the stack has it at the start (none: not yet); the history
-    learns the job's zone, `until` when the world stops at the latest, and how long one
-    of its times may stay unjudged before a change (settling, then the next audit)."""
+    learns the job's zone, and `until` when the world stops at the latest."""
     plan = scenario.deploys
     if plan is None:
         return []
-    seen = history.deploys
-    seen.zone, seen.until = plan.job.time_zone, until
-    window = plan.job.retry.retry_window_s(plan.job.deadline.total_seconds())
-    seen.pending = timedelta(seconds=window) + scenario.settings.lease + AUDIT_EVERY
-    seen.pending += 2 * MAX_CLOCK_SKEW
+    history.deploys.zone, history.deploys.until = plan.job.time_zone, until
     return [] if plan.initial is None else [replace(plan.job, schedule=plan.initial)]
 
 
@@ -193,9 +187,6 @@ def _deploy(index: int, deploy: Deploy) -> Any:
                 "serves on, the deploy fails, Scheduler is left as it was",
             )
             return
-        leaving = deploy.schedule is None and DEPLOYED in world.scheduler.jobs
-        if leaving:
-            world.history.deploys.leaving.append(world.loop.now)
         split = random.Random(f"{world.scenario.seed}-deploy-split-{index}")
         world.apps = {
             region: Rollout(world.apps[region], app, deploy.share, split)
@@ -225,6 +216,14 @@ def _scheduler_change(world: World, schedule: str | None) -> None:
     now = world.loop.now
     if now == world.scenario.start:
         now -= timedelta(seconds=1)
+    judged: tuple[datetime | None, frozenset[datetime]] = (None, frozenset())
+    if live is not None:  # what the audit's watermark has judged of the job's live schedule
+        key = shard_key(world.scenario.project, world.scenario.region, DEPLOYED)
+        shard = world.inner.get_shards([key]).get(key)
+        mark = None if shard is None else shard.marks.get(DEPLOYED)
+        if mark is not None and mark.schedule == live.schedule:
+            held = frozenset(a for run in mark.open if run.finding is None for a in run.instants)
+            judged = (mark.judged_to, held)
     if schedule is None and live is not None:
         world.scheduler.remove(DEPLOYED)
     elif schedule is not None and live is None:
@@ -239,6 +238,7 @@ def _scheduler_change(world: World, schedule: str | None) -> None:
     else:
         return
     world.history.deploys.changes.append((now, schedule))
+    world.history.deploys.judged.append(judged)
     text = "deleted" if schedule is None else f"scheduled {schedule!r}"
     world.history.event(now, f"{DEPLOYED} {text} in Cloud Scheduler (the stack's)")
 
@@ -259,29 +259,30 @@ class Rollout:
 
 @dataclass
 class DeployHistory:
-    """What Scheduler had of the class's job: its schedule from each moment (None: gone),
-    when the stack left it before each deletion (a deploy's start), and each epoch an
-    audit recorded for it (when, for which schedule, from when)."""
+    """What Scheduler had of the class's job: its schedule from each moment (None: gone);
+    what the audit's watermark had judged of it at each change (`judged_to`, and the
+    times it still held open unjudged, under a live lease); each epoch an audit
+    recorded for it (when, for which schedule, from when)."""
 
     changes: list[tuple[datetime, str | None]] = field(default_factory=list)
-    leaving: list[datetime] = field(default_factory=list)
+    judged: list[tuple[datetime | None, frozenset[datetime]]] = field(default_factory=list)
     epochs: list[tuple[datetime, str, datetime]] = field(default_factory=list)
     zone: str = "UTC"
     until: datetime | None = None
-    pending: timedelta = timedelta(0)  # how long a time may stay unsettled, then an audit
 
     def unjudged(self, at: datetime, begin: datetime, end: datetime, schedule: str) -> bool:
         """Whether the audit leaves the time `at` of the segment (begin, end] unjudged, as
         docs/audit.md ("The epoch") says it does: before the epoch the first audit after
-        the change records, or still unsettled when the job's schedule changed or the stack
-        left it (its watermark starts over, or the job is gone from DEDUP_SCHEDULES)."""
+        the change records, or not yet judged when the job's schedule changed or it was
+        deleted (its watermark starts over, or the job is gone from DEDUP_SCHEDULES)."""
         epoch = next((since for w, s, since in self.epochs if w >= begin and s == schedule), None)
         if epoch is None or at <= epoch + MAX_CLOCK_SKEW:
             return True
-        if self.until is None or end >= self.until:
+        index = next((i for i, (when, _) in enumerate(self.changes) if when == end), None)
+        if index is None:
             return False  # the segment is open to the world's end
-        left = next((when for when in self.leaving if begin < when <= end), end)
-        return at > left - self.pending
+        judged_to, held = self.judged[index]
+        return judged_to is None or at > judged_to or at in held
 
     def segments(self, until: datetime) -> list[tuple[datetime, datetime, str]]:
         """(from, to, schedule): Scheduler sent the job's times in (from, to] by schedule."""
