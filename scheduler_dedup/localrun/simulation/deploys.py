@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from runledger.audit.pause_log import StateChange
 from runledger.config import CONTRACT_ENV
 from runledger.exceptions import ConfigError
 from runledger.facts import CONTRACT_VERSION, RetryPolicy
@@ -224,15 +225,15 @@ def _scheduler_change(world: World, schedule: str | None) -> None:
         if mark is not None and mark.schedule == live.schedule:
             held = frozenset(a for run in mark.open if run.finding is None for a in run.instants)
             judged = (mark.judged_to, held)
+    calls = world.history.deploys.calls
     if schedule is None and live is not None:
         world.scheduler.remove(DEPLOYED)
+        calls[:] = [*live.changes, StateChange(now, True, "DeleteJob")]
     elif schedule is not None and live is None:
         job = plan.job
-        world.scheduler.add(
-            LiveJob(DEPLOYED, schedule, job.time_zone, job.deadline, job.retry),
-            now,
-            world.settle_cap,
-        )
+        created = LiveJob(DEPLOYED, schedule, job.time_zone, job.deadline, job.retry)
+        created.changes = [*calls, StateChange(now, False, "CreateJob")]  # its log goes on
+        world.scheduler.add(created, now, world.settle_cap)
     elif schedule is not None and live is not None and live.schedule != schedule:
         world.scheduler.edit(DEPLOYED, schedule, world.settle_cap)
     else:
@@ -267,6 +268,8 @@ class DeployHistory:
     changes: list[tuple[datetime, str | None]] = field(default_factory=list)
     judged: list[tuple[datetime | None, frozenset[datetime]]] = field(default_factory=list)
     epochs: list[tuple[datetime, str, datetime]] = field(default_factory=list)
+    # The job's Admin Activity log while Scheduler has no job to hold it (deleted).
+    calls: list[StateChange] = field(default_factory=list)
     zone: str = "UTC"
     until: datetime | None = None
 

@@ -146,6 +146,7 @@ class AllRegions:
     def add(self, job: LiveJob, start: datetime, end: datetime) -> None:
         for scheduler in self.by_region.values():
             copy = LiveJob(job.id, job.schedule, job.time_zone, job.deadline, job.retry)
+            copy.changes = list(job.changes)  # `deploy_in_flight`: its log so far
             scheduler.add(job if scheduler is self.first else copy, start, end)
 
     def set_paused(self, job_id: str, paused: bool, at: datetime) -> None:
