@@ -91,14 +91,14 @@ def pause_filter(project: str, since: datetime) -> str:
         [
             f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Factivity"',
             f'protoPayload.serviceName="{SERVICE}"',
-            "(" + " OR ".join(f'protoPayload.methodName="{method}"' for method in _METHODS) + ")",
+            "(" + " OR ".join(f'protoPayload.methodName="{method}"' for method in _methods()) + ")",
             f'timestamp>="{when}"',
         ]
     )
 
 
-_METHODS = PAUSE_METHODS + RESUME_METHODS + DELETE_METHODS + CREATE_METHODS
-_STOPS = PAUSE_METHODS + DELETE_METHODS
+def _methods() -> tuple[str, ...]:
+    return PAUSE_METHODS + RESUME_METHODS + DELETE_METHODS + CREATE_METHODS
 
 
 def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | None:
@@ -110,7 +110,7 @@ def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | N
     method = payload.get("methodName")
     located = _job_of(payload, entry.get("resource") or {})
     stamp = entry.get("timestamp")
-    if method not in _METHODS or not located or not isinstance(stamp, str):
+    if method not in _methods() or not located or not isinstance(stamp, str):
         return None
     location, job = located
     if location != region:
@@ -120,7 +120,7 @@ def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | N
     except BadRequest:
         return None
     call = "" if method in PAUSE_METHODS + RESUME_METHODS else str(method).rsplit(".", 1)[-1]
-    return str(job), StateChange(at, method in _STOPS, call)
+    return str(job), StateChange(at, method in PAUSE_METHODS + DELETE_METHODS, call)
 
 
 def _job_of(payload: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str] | None:
