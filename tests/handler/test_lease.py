@@ -110,3 +110,38 @@ def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
     assert keeper.claim.version == store.get("k1").version
     ledger.complete(keeper.stop())
     assert store.get("k1").record.status is Status.COMPLETED
+
+
+class SlowStore(MemoryRunStore):
+    """A store whose every update takes `took` on the ledger's (fake) clock."""
+
+    def __init__(self, clock: FakeClock, took: timedelta) -> None:
+        super().__init__()
+        self._clock, self._took = clock, took
+
+    def update(self, *args, **kwargs):
+        self._clock.advance(seconds=self._took.total_seconds())
+        return super().update(*args, **kwargs)
+
+
+class RecordedRenewals(DrivenRenewals):
+    def __init__(self) -> None:
+        super().__init__()
+        self.delays: list[float] = []
+
+    def after(self, delay_s: float, renew) -> None:
+        self.delays.append(delay_s)
+        super().after(delay_s, renew)
+
+
+def test_the_next_renewal_is_timed_by_the_ledgers_clock_so_a_fake_clock_replays_it():
+    clock = FakeClock(T0)
+    store = SlowStore(clock, timedelta(seconds=4))
+    ledger = make_ledger(store, clock, lease=timedelta(seconds=60))
+    renewals = RecordedRenewals()
+    keeper = LeaseKeeper(ledger, ledger.claim(run("k1")), on_lost=print, renewals=renewals)
+    keeper.start()
+    renewals.run_due()  # the renewal's write takes 4 s by the ledger's clock
+    # Due a third of a lease after the last renewal began, whatever the machine's load.
+    assert renewals.delays == [20.0, 16.0]
+    keeper.stop()

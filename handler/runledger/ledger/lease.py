@@ -204,8 +204,10 @@ class LeaseKeeper:
         self._unsure = False
 
     def _renew_on_schedule(self) -> None:
-        began = time.monotonic()
+        # Timed by the ledger's clock, the one that dates the lease: a renewal is due a
+        # third of a lease after the last began, and a fake clock replays it exactly.
+        began = self._ledger.now()
         self.renew_now()
         if self.renewing:
-            took = time.monotonic() - began
+            took = (self._ledger.now() - began).total_seconds()
             self._renewals.after(max(0.0, self._interval_s - took), self._renew_on_schedule)
