@@ -336,6 +336,43 @@ def test_a_job_a_deploy_deleted_and_one_added_back_is_not_judged_for_its_absence
     assert summary_of(lines)["paused_runs"] == 3
 
 
+def test_a_new_schedule_is_judged_from_when_scheduler_is_seen_to_have_it(firestore_store, capsys):
+    """A deploy moves etl from :00 to :30. Its new revision audits at 01:05 with Scheduler
+    unreadable, and Scheduler takes the new schedule at 01:40: 01:30 was never sent, so no
+    audit may judge it (seed 36 of the simulator's `deploy_in_flight`: reported, caught up)."""
+    jobs = Jobs()
+    clock = FakeClock(START)
+    audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}])  # epoch for :00
+    entries = [{"id": "etl", **HOURLY, "schedule": "30 * * * *", "catchUp": True}]
+    config = audit_settings({"DEDUP_SCHEDULES": json.dumps(entries)} | SCOPE, settings(**SCOPE))
+
+    def revision(live) -> App:
+        return make_app(firestore_store, {"etl": jobs.job("etl")}, clock, audit=config, live=live)
+
+    unread = audit_lines(
+        revision(unreadable("jobs.list answered HTTP 503")),
+        clock,
+        capsys,
+        START + timedelta(hours=1, minutes=5),
+    )
+    assert summary_of(unread)["checked"] == 0
+    # Scheduler has the new schedule from 01:40 on.
+    lines = audit_lines(
+        revision(FakeScheduler(clock, etl="30 * * * *")), clock, capsys, START + timedelta(hours=3)
+    )
+    later = audit_lines(
+        revision(FakeScheduler(clock, etl="30 * * * *")), clock, capsys, START + timedelta(hours=4)
+    )
+
+    # Judged from the 03:00 audit that saw it: 03:30, never delivered, is reported and
+    # caught up; 01:30 is neither (02:30 is before that epoch, as any new schedule's).
+    reported = [line for line in lines + later if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in reported] == [
+        stamp(START + timedelta(hours=3, minutes=30))
+    ]
+    assert jobs.runs[("etl", START + timedelta(hours=1, minutes=30))] == 0
+
+
 def paused_long_ago_log_unread(store) -> tuple[Jobs, FakeClock, App]:
     """A job the stack and Scheduler have paused since yesterday; Scheduler's log unread."""
     jobs = Jobs()
