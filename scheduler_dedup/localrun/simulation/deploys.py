@@ -273,11 +273,16 @@ class DeployHistory:
     zone: str = "UTC"
     until: datetime | None = None
 
-    def unjudged(self, at: datetime, begin: datetime, end: datetime, schedule: str) -> bool:
+    def unjudged(
+        self, instants: tuple[datetime, ...], begin: datetime, end: datetime, schedule: str
+    ) -> bool:
         """Whether the audit leaves the time `at` of the segment (begin, end] unjudged, as
         docs/audit.md ("The epoch") says it does: before the epoch the first audit after
         the change records, or not yet judged when the job's schedule changed or it was
         deleted (its watermark starts over, or the job is gone from DEDUP_SCHEDULES)."""
+        # A wall time a clock change repeats is one run, before the epoch by its first
+        # instant, behind the watermark by its last (`audit.walk`).
+        at, last = instants[0], instants[-1]
         epoch = next((since for w, s, since in self.epochs if w >= begin and s == schedule), None)
         if epoch is None or at <= epoch + MAX_CLOCK_SKEW:
             return True
@@ -285,11 +290,11 @@ class DeployHistory:
         if index is None:
             return False  # the segment is open to the world's end
         judged_to, held = self.judged[index]
-        return judged_to is None or at > judged_to or at in held
+        return judged_to is None or last > judged_to or at in held
 
     def segments(self, until: datetime) -> list[tuple[datetime, datetime, str]]:
         """(from, to, schedule): Scheduler sent the job's times in (from, to] by schedule."""
-        ends = [at for at, _ in self.changes[1:]] + [until]
+        ends = [at for at, _ in self.changes[1:]] + [until][: len(self.changes)]
         return [
             (at, end, schedule)
             for (at, schedule), end in zip(self.changes, ends, strict=True)
@@ -314,7 +319,7 @@ def expected(
         for time in expected_times(
             [(DEPLOYED, schedule, plan.job.time_zone)], first, last, project, region
         ):
-            unjudged = history.unjudged(time.instants[0], begin, end, schedule)
+            unjudged = history.unjudged(time.instants, begin, end, schedule)
             times.append(replace(time, optional=unjudged))
     return times
 
