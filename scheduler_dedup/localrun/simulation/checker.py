@@ -150,6 +150,7 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     violations += history.work.check(history.records)  # `job_work`
     unjudged = {(t.job, at) for t in expected if t.optional for at in t.instants}
+    unjudged |= deploys.retired(history.deploys, expected)
     violations += history.releases.check(
         history.executions, history.records, history.findings, _excused(history, drifted, unjudged)
     )
