@@ -5,7 +5,8 @@ The handler is the real `App`, built by `App.from_env` from an environment that
 writes it, with only the store, the fake clock (and its monotonic time and sleep),
 attempt ids, lease renewals, the backfill documents and the live-state lister
 injected. A deploy (the stack pausing or unpausing a job)
-builds a new App on the same store; requests in flight finish on the old one.
+builds a new App on the same store; requests in flight finish on the old one
+(`deploy_in_flight`: both take new requests for a while, `deploys.Rollout`).
 Job bodies report what they do to the history (`oracle.History`), never to
 the ledger. The operator's backfill goes the way `python -m runledger.ops
 backfill` goes (`backfill.plan.plan`, then `backfill.queue.record_request`), on
