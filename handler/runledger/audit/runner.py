@@ -200,7 +200,10 @@ class Audit:
         self._lines = timelines(schedules, live, unread, absent)
         states = {}
         if self._marks is not None and judged:
-            states = self._marks.load(judged, now)
+            # A rescheduled job is judged from when Scheduler is seen to have it.
+            seen = None if live is not None or absent else frozenset[str]()
+            states = self._marks.load(judged, now, seen)
+            judged = [schedule for schedule in judged if schedule.id in states]
             for schedule in judged:
                 mark = states[schedule.id].mark
                 seen = None if mark is None else mark.seen

@@ -21,6 +21,7 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from scheduler_dedup.localrun.simulation.deploys import DeployHistory
 from scheduler_dedup.localrun.simulation.release_history import Releases
 from scheduler_dedup.localrun.simulation.violation import Violation
 from scheduler_dedup.localrun.simulation.work_history import WorkHistory
@@ -99,6 +100,7 @@ class History:
         self.crashes: list[str] = []
         self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
         self.releases = Releases()  # the operator's `ops release`s (`ops_release`)
+        self.deploys = DeployHistory()  # the class's job in Scheduler (`deploy_in_flight`)
         # Backfill times the audit reported it could no longer run, as (job, time) -> when
         # (`backfill_past_retention`: the record would expire before the run finished).
         self.past_retention: dict[tuple[str, datetime], datetime] = {}
