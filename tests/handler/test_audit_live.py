@@ -154,8 +154,15 @@ def test_a_console_pause_of_a_job_the_stack_runs_is_drifted_not_excused_nor_caug
     assert Counter((line["job"], line["outcome"]) for line in findings) == {
         ("etl", "job_drifted"): in_pause,
         ("sync", "job_drifted"): in_pause,
+        ("etl", "job_runs_unjudged"): 1,
+        ("sync", "job_runs_unjudged"): 1,
     }
     assert "paused in Cloud Scheduler, enabled in the stack" in findings[0]["detail"]
+    # The drift outlasted the look-back: 02:00 (settled once the drift began) and 03:00
+    # left it judged by no audit, and are named so, once, besides the drifted lines.
+    unjudged = [line for line in findings if line["outcome"] == "job_runs_unjudged"]
+    span = (stamp(START + timedelta(hours=2)), stamp(START + timedelta(hours=3)))
+    assert {(line["from"], line["to"]) for line in unjudged} == {span}
     # After the resume, the log shows the pause: its times are deliberately not run,
     # never missed nor caught up.
     ran = (0, 1, 2, 9, 10, 11, 12)

@@ -120,6 +120,8 @@ class AuditReport:
     # Findings an earlier audit reported whose runs are still not done: shown, not logged again.
     open: tuple[AuditFinding, ...] = ()
     deferred: int = 0  # settled runs left, unread, for the next audit (over READ_BUDGET)
+    # Of `pending`: times whose state waits for Scheduler's pause log (`audit.pauses`).
+    awaiting_log: int = 0
     # Runs between a watermark and the look-back's start: no audit ran in time to judge them.
     expired: int = 0
     paused: tuple[PausedJob, ...] = ()

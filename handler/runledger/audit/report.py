@@ -113,6 +113,7 @@ def log_summary(
         open=len(report.open),
         open_findings=[_open_entry(item) for item in report.open[:OPEN_SHOWN]],
         deferred=report.deferred,
+        awaiting_pause_log=report.awaiting_log,
         expired=report.expired,
         scheduler_read=report.scheduler_unread is None,
         scheduler_unread=report.scheduler_unread,
@@ -135,6 +136,8 @@ def summary_text(report: AuditReport) -> str:
         text += f"; {len(report.open)} reported earlier, still open"
     if report.deferred:
         text += f"; {report.deferred} settled run(s) left for the next audit"
+    if report.awaiting_log:
+        text += f"; {report.awaiting_log} run(s) wait for Scheduler's pause log"
     if report.expired:
         text += f"; {report.expired} run(s) left the look-back unjudged (no audit ran in time)"
     if report.paused:

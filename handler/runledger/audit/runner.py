@@ -421,6 +421,7 @@ class Audit:
             paused_runs=sum(walk.paused_runs for walk in walks),
             open=tuple(item for items in still_open.values() for item in items),
             deferred=sum(walk.deferred for walk in walks),
+            awaiting_log=sum(walk.awaiting_log for walk in walks),
             expired=expired,
             skipped=skips,
             suspended_runs=held_runs,

@@ -29,6 +29,7 @@ class Walk:
         self.new: list[ExpectedRun] = []
         self.carried: list[OpenRun] = []  # open runs over the budget: kept unread
         self.pending = self.before_epoch = self.paused_runs = self.deferred = 0
+        self.awaiting_log = 0  # of `pending`: settled, their state waiting for the pause log
 
     def advance(
         self,
@@ -50,7 +51,8 @@ class Walk:
         for run in listed:
             before = run.schedule_time < self.epoch
             held = not before and paused_at(run, pauses)
-            settled = run.settles_at(lease) <= now and not pending_at(run, pauses)
+            awaiting = not before and pending_at(run, pauses)
+            settled = run.settles_at(lease) <= now and not awaiting
             needs = 0 if before or held else len(run.instants)
             stopped = stopped or not settled or (needs > 0 and needs > max(left, 0))
             if before:
@@ -59,6 +61,7 @@ class Walk:
                 self.paused_runs += 1
             elif not settled:
                 self.pending += 1
+                self.awaiting_log += awaiting
             elif stopped:
                 self.deferred += 1
             else:

@@ -94,6 +94,7 @@ class History:
         self.events: list[tuple[datetime, str]] = []
         self.violations: list[Violation] = []
         self.summaries: list[datetime] = []  # each audit summary's judging time
+        self.awaiting_log = 0  # the last summary's times waiting for the pause log
         # Each run key's refused writes: when, and the task (request) whose write it was.
         self.refusals: dict[str, list[tuple[datetime, Any]]] = defaultdict(list)
         self.unsettled = False
@@ -256,6 +257,7 @@ class History:
             if entry.get("outcome") == OUTCOME_AUDIT_SUMMARY:
                 judged = parse_schedule_time(entry["window_end"]) - MAX_CLOCK_SKEW
                 self.summaries.append(judged)
+                self.awaiting_log = entry.get("awaiting_pause_log", 0)
                 for _, job, when, outcome, catch_up in self._unsummed.pop(task, []):
                     self.findings.append((judged, job, when, outcome, catch_up))
                 continue

@@ -509,12 +509,17 @@ class World:
         self.history.crashes.extend(self.loop.crashes)
 
     def _settled(self) -> bool:
-        """Two audits logged since the settle time, and no backfill request is left pending.
+        """Two audits logged since the settle time, the last with no time waiting for the
+        pause log, and no backfill request is left pending.
 
         A backfill runs its times one after another inside audits: one of many long
-        times may outlast the two audits, and the world must not stop it half-way.
+        times may outlast the two audits, and the world must not stop it half-way. A
+        time waiting for the pause log is judged by a later audit (seed 122 of
+        `deploy_in_flight`: the audit's documents deleted, its sightings with them).
         """
         if self.history.summaries_since(self.scenario.settle) < SETTLING_AUDITS:
+            return False
+        if self.history.awaiting_log:
             return False
         found = self.inner.backfills().get(
             queue.queue_key(self.scenario.project, self.scenario.region)
