@@ -110,3 +110,39 @@ def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
     assert keeper.claim.version == store.get("k1").version
     ledger.complete(keeper.stop())
     assert store.get("k1").record.status is Status.COMPLETED
+
+
+class RecordedRenewals:
+    """Renewals that note each delay asked for and run only when the test says so."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.next: list = []
+
+    def after(self, delay_s: float, renew) -> None:
+        self.delays.append(delay_s)
+        self.next.append(renew)
+
+
+def test_renewals_keep_their_rate_on_the_clock_the_keeper_is_given():
+    """A renewal that took 4 s of the keeper's monotonic clock brings the next one 4 s nearer.
+
+    The App hands its own monotonic clock down (the simulator's is the fake one), so no
+    stall of the real clock moves a renewal there.
+    """
+    now = [100.0]
+
+    class SlowStore(MemoryRunStore):
+        def update(self, key, changes, version):
+            now[0] += 4.0
+            return super().update(key, changes, version)
+
+    ledger = make_ledger(SlowStore(), FakeClock())
+    claim = ledger.claim(run("k1"))
+    renewals = RecordedRenewals()
+    keeper = LeaseKeeper(ledger, claim, print, renewals, monotonic=lambda: now[0])
+    keeper.start()
+    renewals.next.pop()()
+    interval = ledger.lease.total_seconds() / 3
+    assert renewals.delays == [interval, interval - 4.0]
+    ledger.complete(keeper.stop())

@@ -79,11 +79,13 @@ class LeaseKeeper:
         claim: Claim,
         on_lost: Callable[[str], None],
         renewals: Renewals,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ledger = ledger
         self._claim = claim
         self._on_lost = on_lost
         self._renewals = renewals
+        self._monotonic = monotonic  # times each renewal, to keep the rate fixed
         self._lock = threading.Lock()
         self._lost_reason: str | None = None
         # A renewal failed with its outcome unknown: it may have landed and moved
@@ -204,8 +206,8 @@ class LeaseKeeper:
         self._unsure = False
 
     def _renew_on_schedule(self) -> None:
-        began = time.monotonic()
+        began = self._monotonic()
         self.renew_now()
         if self.renewing:
-            took = time.monotonic() - began
+            took = self._monotonic() - began
             self._renewals.after(max(0.0, self._interval_s - took), self._renew_on_schedule)
