@@ -10,8 +10,9 @@ The thread holding the baton runs the loop itself: a task going to sleep runs
 the events due before its wake-up and hands the baton straight to the next task
 due, or keeps it when that is itself; a task that ends passes it on, or runs a
 task that was never started in its own thread (in a fresh context, as a new
-thread would). Which thread runs what never changes the order of events, only
-how many hand-overs between threads it takes: those were most of a seed's time.
+thread would). A thread whose task ended waits for the next task to start, until
+the loop drains. Which thread runs what never changes the order of events, only
+how many threads start and hand over: those were most of a seed's time.
 
 A task is killed (its instance died) by raising `Killed`, a BaseException the
 handler's `except Exception` clauses never catch: it unwinds without another
@@ -64,6 +65,16 @@ class Task:
         self.killed = True
 
 
+class _Worker:
+    """A thread of the loop's: the task it is to run next (None: end), and its wake-up."""
+
+    __slots__ = ("task", "wake")
+
+    def __init__(self, task: Task) -> None:
+        self.task: Task | None = task
+        self.wake = _baton()
+
+
 # An event: when, its place in the order, and an action to run or a task to resume.
 _Event = tuple[datetime, int, Callable[[], None] | None, Task | None]
 
@@ -81,6 +92,7 @@ class Loop:
         self.current: Task | None = None
         self.crashes: list[str] = []
         self._tasks: list[Task] = []
+        self._idle: list[_Worker] = []  # threads whose task ended, each waiting for another
 
     def clock(self) -> datetime:
         """The time as the calling task's instance reads it (the loop itself: no skew)."""
@@ -144,6 +156,9 @@ class Loop:
                     task.done = True  # never started: killed before its body ran
         self.current = None
         self._tasks.clear()
+        for worker in self._idle:  # each thread ends, touching nothing
+            worker.wake.release()
+        self._idle.clear()
 
     def _next(self, me: Task | None) -> Task | None:
         """Run the due events in this thread (`me`'s) up to the first resuming a live task.
@@ -173,28 +188,37 @@ class Loop:
         return None
 
     def _hand(self, task: Task | None) -> None:
-        """Give the baton to `task`, starting its thread the first time; None: to the caller."""
+        """Give the baton to `task`, starting it on an idle thread or a new one; None: to
+        the caller of `run_until`."""
         if task is None:
             self._back.release()
             return
         self.current = task
         if task._running:
             task._turn.release()
+            return
+        task._running = True
+        if self._idle:
+            worker = self._idle.pop()
+            worker.task = task
+            worker.wake.release()
         else:
-            task._running = True
-            _thread.start_new_thread(self._thread, (task,))
+            _thread.start_new_thread(self._serve, (_Worker(task),))
 
-    def _thread(self, task: Task) -> None:
-        """A thread's life: its task, then each never-started task it is handed on to."""
-        following: Task | None = task
-        while following is not None:
-            contextvars.Context().run(self._run, following)
-            following = self._next(following)
-            if following is None or following._running:
-                self._hand(following)
-                return
-            following._running = True
-            self.current = following
+    def _serve(self, worker: _Worker) -> None:
+        """A thread's life: tasks one after another, idle in between, until `drain` ends it."""
+        while (task := worker.task) is not None:
+            while True:  # this task, then each never-started one it hands the baton to
+                contextvars.Context().run(self._run, task)
+                following = self._next(task)
+                if following is None or following._running:
+                    break
+                following._running = True
+                self.current = task = following
+            worker.task = None
+            self._idle.append(worker)  # while holding the baton, before handing it on
+            self._hand(following)
+            worker.wake.acquire()
 
     def _run(self, task: Task) -> None:
         try:
