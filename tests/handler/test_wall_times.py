@@ -2,7 +2,7 @@
 
 Audits list a job from its watermark to now, again and again, and the kept span
 is extended on either side or replaced (`audit.wall_times`). Each listing below
-comes after others that overlap it, touch it, lie inside it or far from it, at
+comes after others that overlap it, touch it, lie inside it or weeks from it, at
 instants that fall on, just before and just after a schedule time.
 """
 
@@ -33,9 +33,9 @@ def resolved(wall: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
     return (wall.replace(tzinfo=zone),)
 
 
-def instant(rng: random.Random) -> datetime:
-    """A time within two days of DAY, often exactly on a minute, sometimes just off one."""
-    at = DAY + timedelta(minutes=rng.randrange(2 * 24 * 60))
+def instant(rng: random.Random, day: datetime) -> datetime:
+    """A time within two days of `day`, often exactly on a minute, sometimes just off one."""
+    at = day + timedelta(minutes=rng.randrange(2 * 24 * 60))
     return at + rng.choice([timedelta(0), timedelta(microseconds=1), -timedelta(microseconds=1)])
 
 
@@ -44,7 +44,8 @@ def test_every_listing_is_croniters_whatever_came_before(schedule):
     rng = random.Random(schedule)
     walls = WallTimes(resolved)
     for _ in range(300):
-        first, last = sorted((instant(rng), instant(rng)))
+        day = DAY + timedelta(days=rng.choice([0, 0, 40, 200]))  # kept spans far apart too
+        first, last = sorted((instant(rng, day), instant(rng, day)))
         listed = walls.between(schedule, ZONE, first, last)
         expected = fresh(schedule, first, last)
         assert [wall for wall, _ in listed] == expected

@@ -5,8 +5,8 @@ lists nearly the same span again; croniter's matching is most of that CPU (the
 simulator showed half of a seed's). A cron line's matches in a span do not
 depend on where the listing starts, since croniter yields the times strictly
 after its start in order, so the matches of (a, b] and (b, c] are those of
-(a, c]. So one span per (schedule, zone) is kept and extended on either side as
-asked; a span not touching it replaces it. Pure: the answers are croniter's.
+(a, c]. So a few spans per (schedule, zone) are kept, each extended on either
+side as asked; a window touching none starts another. Pure: the answers are croniter's.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 Instants = tuple[datetime, ...]
-# How many (schedule, zone) spans are kept, and the most times one may hold: a
-# 1-minute schedule over two weeks, past an audit's 20,000 reads (`expected.MAX_READS`).
-_SPANS = 512
+# How many (schedule, zone) pairs are kept, how many spans apart each (windows of
+# other days: the simulator's seeds, a backfill), and the most times a span may hold:
+# a 1-minute schedule over two weeks, past an audit's 20,000 reads (`expected.MAX_READS`).
+_KEYS = 256
+_SPANS = 8
 _TIMES = 20_160
 
 
@@ -46,7 +48,7 @@ class WallTimes:
 
     def __init__(self, resolve: Callable[[datetime, ZoneInfo], Instants]) -> None:
         self._resolve = resolve
-        self._spans: OrderedDict[tuple[str, ZoneInfo], _Span] = OrderedDict()
+        self._spans: OrderedDict[tuple[str, ZoneInfo], list[_Span]] = OrderedDict()
         self._lock = threading.Lock()
 
     def between(
@@ -55,9 +57,16 @@ class WallTimes:
         """The naive wall times `schedule` matches in (first, last], with their instants."""
         key = (schedule, zone)
         with self._lock:
-            span = self._spans.get(key)
-            if span is None or last < span.lo or first > span.hi:
+            spans = self._spans.setdefault(key, [])
+            self._spans.move_to_end(key)
+            if len(self._spans) > _KEYS:
+                self._spans.popitem(last=False)
+            span = next((kept for kept in spans if first <= kept.hi and last >= kept.lo), None)
+            if span is None:
                 span = _Span(first)
+                spans.append(span)
+                if len(spans) > _SPANS:
+                    spans.pop(0)
             if first < span.lo:
                 walls = _matches(schedule, first, span.lo)
                 span.instants[:0] = [self._resolve(wall, zone) for wall in walls]
@@ -69,12 +78,7 @@ class WallTimes:
                 span.walls.extend(walls)
                 span.hi = last
             if len(span.walls) > _TIMES:
-                self._spans.pop(key, None)
-            else:
-                self._spans[key] = span
-                self._spans.move_to_end(key)
-                if len(self._spans) > _SPANS:
-                    self._spans.popitem(last=False)
+                spans.remove(span)
             begin = bisect_right(span.walls, first)
             end = bisect_right(span.walls, last)
             return list(zip(span.walls[begin:end], span.instants[begin:end], strict=True))
