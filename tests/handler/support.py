@@ -7,6 +7,7 @@ default delivery every test assumes are stated once.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import subprocess
@@ -27,6 +28,7 @@ from runledger.exceptions import SchedulerUnreadable
 from runledger.ledger.machine import MAX_CLOCK_SKEW, Ledger
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.store import RunStore
+from runledger.ops.cli import main
 from runledger.schedules import AuditSettings
 from runledger.sdk.registry import JobFn
 from runledger.service.app import App, Response, dead_letters
@@ -144,6 +146,30 @@ class DrivenRenewals:
         for renew in due:
             renew()
         return len(due)
+
+
+# The stack and ledger the operator CLI tests (`python -m runledger.ops`, in process) use.
+OPS_SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+
+
+def ops_env(emulator: Any, **more: str) -> dict[str, str]:
+    """The handler's settings as an operator exports them, the emulator as the ledger."""
+    return (
+        emulator.env()
+        | OPS_SCOPE
+        | {
+            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
+            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
+        }
+        | more
+    )
+
+
+def ops_at(env: Mapping[str, str], now: datetime, *args: str) -> tuple[int, str, str]:
+    """`runledger.ops` with `args` at `now`: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), env=dict(env), clock=lambda: now, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
 
 
 def settings(**env: str) -> Settings:

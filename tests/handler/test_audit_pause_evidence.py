@@ -22,7 +22,7 @@ from runledger.ledger.epochs import record_epochs
 from runledger.schedules import audit_settings
 from runledger.service.app import App
 from tests.handler.support import FakeClock, deliver, make_app, scheduler_headers, settings
-from tests.handler.test_audit_live import audit_lines, move_to, stamp
+from tests.handler.test_audit_live import audit_lines, move_to, stamp, summary_of
 
 PROJECT, REGION = "acme-prod", "europe-west1"
 SCOPE = {"DEDUP_ALLOWED_PROJECTS": PROJECT, "DEDUP_ALLOWED_REGIONS": REGION}
@@ -48,9 +48,19 @@ class GoogleApis:
         self.jobs = jobs
         self.calls: list[tuple[str, datetime, str, str]] = []  # job, at, method, version
         self.unlogged: set[datetime] = set()  # calls whose log entry never arrives
+        self.lags: dict[datetime, timedelta] = {}  # calls whose entry is readable only later
 
-    def call(self, job: str, at: datetime, method: str, version: str = "v1", logged=True):
+    def call(
+        self,
+        job: str,
+        at: datetime,
+        method: str,
+        version: str = "v1",
+        logged=True,
+        lag: timedelta = timedelta(0),
+    ):
         self.calls.append((job, at, method, version))
+        self.lags[at] = lag
         if not logged:
             self.unlogged.add(at)
         return self
@@ -76,7 +86,7 @@ class GoogleApis:
         entries = [
             self._entry(job, at, method, version)
             for job, at, method, version in self.calls
-            if at <= now and at not in self.unlogged
+            if at + self.lags[at] <= now and at not in self.unlogged
         ]
         chosen = [entry for entry in entries if matches(json["filter"], entry)]
         return Answer({"entries": sorted(chosen, key=lambda entry: entry["timestamp"])})
@@ -186,11 +196,12 @@ def test_a_pause_through_the_beta_or_alpha_api_is_deliberately_not_run_nor_caugh
     assert summary["paused_runs"] == 2
 
 
-def test_a_state_change_the_pause_log_does_not_show_is_one_finding_naming_the_job(
+def test_a_state_change_the_pause_log_never_shows_is_one_finding_once_it_is_overdue(
     firestore_store, apis, capsys
 ):
     runs: Counter = Counter()
     entry = {"id": "etl", **HOURLY, "catchUp": True, "retryWindowSeconds": 7200}
+    entry["catchUpMaxAgeSeconds"] = 6 * 3600
     app = audited_app(firestore_store, apis, [entry], runs)
     first = audit_lines(app, apis.clock, capsys, START + timedelta(hours=1))
     assert [line["outcome"] for line in first] == ["audit_summary"]  # nothing settled yet
@@ -199,24 +210,24 @@ def test_a_state_change_the_pause_log_does_not_show_is_one_finding_naming_the_jo
     apis.call("etl", START + timedelta(hours=2, minutes=50), "PauseJob", logged=False)
     deployed = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
 
+    # At 04:00 the PauseJob may still be on its way: no finding. The times up to the last
+    # sighting (enabled at 01:00:03) were enabled: missed and caught up; the later ones wait.
     lines = audit_lines(deployed, apis.clock, capsys, START + timedelta(hours=4))
+    assert not [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+    assert sorted(runs) == [("etl", START), ("etl", START + timedelta(hours=1))]
 
+    # Half an hour later the log still shows no call: it misses one. Neither it nor the
+    # listing alone is believed: the settled time is reported, not excused nor caught up.
+    lines = audit_lines(deployed, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
     (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
     assert disagrees["job"] == "etl"
-    assert "saw it enabled at 2026-10-16T01:00:03Z" in disagrees["detail"]
+    assert "saw it paused at 2026-10-16T04:00:03Z" in disagrees["detail"]
+    assert "shows it enabled then" in disagrees["detail"]
     assert "lists it paused now" in disagrees["detail"]
-    # Neither the log (paused throughout) nor the listing alone is believed: every
-    # settled time is reported, none excused, none caught up.
-    missed = [line for line in lines if line["outcome"] == "run_missed"]
-    assert [line["schedule_time"] for line in missed] == [
-        stamp(START),
-        stamp(START + timedelta(hours=1)),
-    ]
-    assert all("catch_up" not in line for line in missed)
-    assert not runs
-    # The next audit saw it paused and sees it paused: the evidence agrees again.
-    later = audit_lines(deployed, apis.clock, capsys, START + timedelta(hours=4, minutes=30))
-    assert not [line for line in later if line["outcome"] == "job_pause_log_disagrees"]
+    (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
+    assert missed["schedule_time"] == stamp(START + timedelta(hours=2))
+    assert "catch_up" not in missed
+    assert len(runs) == 2
 
 
 def test_a_log_whose_last_call_is_not_the_live_state_is_one_finding_and_nothing_caught_up(
@@ -228,15 +239,72 @@ def test_a_log_whose_last_call_is_not_the_live_state_is_one_finding_and_nothing_
     apis.call("etl", START + timedelta(minutes=20), "PauseJob")
     apis.call("etl", START + timedelta(hours=1, minutes=10), "ResumeJob", logged=False)
 
+    # 00:00 was before the pause: missed and caught up. From the pause on, the ResumeJob
+    # may still be on its way: those times wait.
     lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=3))
+    assert not [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [(line["schedule_time"], line["catch_up"]) for line in missed] == [
+        (stamp(START), "completed")
+    ]
+    assert summary_of(lines)["pending"] == 3  # 03:00 has not settled either
 
+    # Still not logged half an hour later: one finding, and nothing shows when the job
+    # was enabled again: reported, not caught up.
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=3, minutes=30))
     (disagrees,) = [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
     assert disagrees["job"] == "etl"
-    assert "lists it enabled, but its pause log's last call is a PauseJob" in disagrees["detail"]
-    # 00:00 was before the pause: missed and caught up. From the pause on, nothing shows
-    # when the job was enabled again: reported, not caught up.
+    assert "saw it enabled at 2026-10-16T03:00:03Z" in disagrees["detail"]
     missed = {line["schedule_time"]: line for line in lines if line["outcome"] == "run_missed"}
-    assert missed[stamp(START)]["catch_up"] == "completed"
     later = [missed[stamp(START + timedelta(hours=hour))] for hour in (1, 2)]
     assert all("catch_up" not in line for line in later)
     assert list(runs) == [("etl", START)]
+
+
+def test_a_first_audit_excuses_nothing_for_a_pause_its_log_does_not_show_yet(
+    firestore_store, apis, capsys
+):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    # Scheduler sent none of 00:00-02:00; a deploy pauses the job at 02:55, logged 5 min later.
+    apis.call("etl", START + timedelta(hours=2, minutes=55), "PauseJob", lag=timedelta(minutes=5))
+    app = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
+
+    # The first audit: listed paused, no PauseJob logged, no earlier sighting. A job paused
+    # for days reads alike: nothing is excused (nor judged) yet.
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=2, minutes=58))
+    assert [line["outcome"] for line in lines] == ["audit_summary"]
+    assert summary_of(lines)["paused_runs"] == 0
+
+    # Once logged, the pause began at 02:55: the three earlier times were missed.
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=3, minutes=10))
+    missed = [line for line in lines if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in missed] == [
+        stamp(START + timedelta(hours=hour)) for hour in range(3)
+    ]
+    assert all(line["catch_up"] == "completed" for line in missed)
+    assert summary_of(lines)["paused_runs"] == 1  # 03:00, in the pause
+    assert not [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+
+
+def test_a_pause_logged_minutes_late_is_waited_for_not_reported(firestore_store, apis, capsys):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    app = audited_app(firestore_store, apis, [entry], runs)
+    for hour in (0, 1):
+        deliver_run(app, apis.clock, START + timedelta(hours=hour))
+    audit_lines(app, apis.clock, capsys, START + timedelta(hours=1, minutes=10))  # enabled
+    # 02:00 was never sent; a deploy pauses the job at 02:30, its entry readable 4 min later.
+    apis.call("etl", START + timedelta(hours=2, minutes=30), "PauseJob", lag=timedelta(minutes=4))
+    app = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
+
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=2, minutes=32))
+    assert [line["outcome"] for line in lines] == ["audit_summary"]  # 02:00 waits
+    lines += audit_lines(app, apis.clock, capsys, START + timedelta(hours=2, minutes=42))
+
+    assert not [line for line in lines if line["outcome"] == "job_pause_log_disagrees"]
+    (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
+    assert (missed["schedule_time"], missed["catch_up"]) == (
+        stamp(START + timedelta(hours=2)),
+        "completed",
+    )

@@ -112,37 +112,36 @@ def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
     assert store.get("k1").record.status is Status.COMPLETED
 
 
-class RecordedRenewals:
-    """Renewals that note each delay asked for and run only when the test says so."""
+class SlowStore(MemoryRunStore):
+    """A store whose every update takes `took` on the ledger's (fake) clock."""
 
+    def __init__(self, clock: FakeClock, took: timedelta) -> None:
+        super().__init__()
+        self._clock, self._took = clock, took
+
+    def update(self, *args, **kwargs):
+        self._clock.advance(seconds=self._took.total_seconds())
+        return super().update(*args, **kwargs)
+
+
+class RecordedRenewals(DrivenRenewals):
     def __init__(self) -> None:
+        super().__init__()
         self.delays: list[float] = []
-        self.next: list = []
 
     def after(self, delay_s: float, renew) -> None:
         self.delays.append(delay_s)
-        self.next.append(renew)
+        super().after(delay_s, renew)
 
 
-def test_renewals_keep_their_rate_on_the_clock_the_keeper_is_given():
-    """A renewal that took 4 s of the keeper's monotonic clock brings the next one 4 s nearer.
-
-    The App hands its own monotonic clock down (the simulator's is the fake one), so no
-    stall of the real clock moves a renewal there.
-    """
-    now = [100.0]
-
-    class SlowStore(MemoryRunStore):
-        def update(self, key, changes, version):
-            now[0] += 4.0
-            return super().update(key, changes, version)
-
-    ledger = make_ledger(SlowStore(), FakeClock())
-    claim = ledger.claim(run("k1"))
+def test_the_next_renewal_is_timed_by_the_ledgers_clock_so_a_fake_clock_replays_it():
+    clock = FakeClock(T0)
+    store = SlowStore(clock, timedelta(seconds=4))
+    ledger = make_ledger(store, clock, lease=timedelta(seconds=60))
     renewals = RecordedRenewals()
-    keeper = LeaseKeeper(ledger, claim, print, renewals, monotonic=lambda: now[0])
+    keeper = LeaseKeeper(ledger, ledger.claim(run("k1")), on_lost=print, renewals=renewals)
     keeper.start()
-    renewals.next.pop()()
-    interval = ledger.lease.total_seconds() / 3
-    assert renewals.delays == [interval, interval - 4.0]
-    ledger.complete(keeper.stop())
+    renewals.run_due()  # the renewal's write takes 4 s by the ledger's clock
+    # Due a third of a lease after the last renewal began, whatever the machine's load.
+    assert renewals.delays == [20.0, 16.0]
+    keeper.stop()

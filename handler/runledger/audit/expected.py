@@ -142,8 +142,10 @@ def schedule_times(job: JobSchedule, start: datetime, end: datetime) -> list[Exp
         start = max(start, job.start_at - _TINY)
     # A wall time the clocks repeat is in the window by its first instant, and listed by
     # its last: so the listing's end stays, and only a start past every such time is empty.
-    if job.end_at is not None and start >= job.end_at + _MAX_OFFSET_CHANGE:
-        return []
+    if job.end_at is not None:
+        if start >= job.end_at + _MAX_OFFSET_CHANGE:
+            return []
+        end = min(end, job.end_at + _MAX_OFFSET_CHANGE)  # no later time is in the window
     return [
         ExpectedRun(job, instants)
         for instants in schedule_instants(job.schedule, job.zone, start, end)

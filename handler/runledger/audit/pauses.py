@@ -17,10 +17,27 @@ job's `userUpdateTime` is not evidence: the API does not say a pause sets it.
     Scheduler not read                -> unknown throughout
     no Scheduler at all (a local run) -> DEDUP_SCHEDULES' `paused` throughout
 
-The handler's audit also keeps what it saw of each job at its last audit
-(`watermarks.Sighting`): a log that says otherwise of that instant is missing a
-call (the job's state is then unknown over the window), and, with no log, a job
-paused at both audits is taken as paused between them.
+The handler's audit also weighs the log against what the audits saw of each job
+(`watermarks.Sighting`: since when it is listed as it is, and when it was last
+listed otherwise), because the log is late: an entry becomes readable only after
+an ingestion lag, and Google publishes no bound for it. The audit takes every call
+older than `PAUSE_LOG_LAG` as logged (`weighed`):
+
+    the log and every sighting agree  -> each span known, as above
+    a sighting, or the listing, shows -> the call may still be on its way: from
+      a state the log has not reached    the last instant the state is known on,
+      yet, and that sighting is newer    pending (its times wait, neither judged
+      than PAUSE_LOG_LAG                 nor excused, for a later audit)
+    no call logged and no sighting    -> pending throughout: a job paused for days
+      at least PAUSE_LOG_LAG old         and one paused a minute ago read alike
+    a sighting older than             -> one finding (the log misses a call);
+      PAUSE_LOG_LAG the log disagrees    unknown throughout
+      with
+
+A time pending waits at most PAUSE_LOG_LAG and an audit's interval: then either
+the log shows the call, or the disagreement is a finding and the job's missing
+times are reported. With no log at all, a job paused at both audits is taken as
+paused between them.
 
 A time whose state is unknown is judged as any other (a record shows it was
 delivered), but a missing one is reported `missed` with the reason and never
@@ -31,7 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from runledger.audit.expected import ExpectedRun
@@ -45,6 +62,11 @@ class State(StrEnum):
     ENABLED = "enabled"
     PAUSED = "paused"
     UNKNOWN = "unknown"
+    PENDING = "pending"  # evidence still on its way (`weighed`): judged by a later audit
+
+
+# The longest the audit waits for a PauseJob/ResumeJob to show in the log (see the doc).
+PAUSE_LOG_LAG = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -135,25 +157,70 @@ def job_timeline(lister: Lister, job: JobSchedule, since: datetime) -> Timeline:
     return from_history(live[job.id])
 
 
-def with_sighting(line: Timeline, live: LiveJob | None, seen: Sighting | None) -> Timeline:
-    """`line` weighed against what the last audit saw of the job (`seen`)."""
-    if seen is None or live is None:
-        return line
-    saw = State.PAUSED if seen.paused else State.ENABLED
+def weighed(live: LiveJob, seen: Sighting | None, now: datetime) -> Timeline:
+    """The job's spans from its pause log, held to the sightings and the listing at `now`.
+
+    The log's calls cut the window into spans of one state each (the first span's from
+    its first call; with none, from a sighting in it). A sighting or the listing in the
+    last span that disagrees with it shows a call the log has not shown: pending from
+    the last instant the span's state is known on, or, if that sighting is older than
+    PAUSE_LOG_LAG (or in an earlier span), a conflict.
+    """
     if live.history_from is None:
-        if seen.paused and live.paused:
-            return Timeline(((None, State.UNKNOWN), (seen.at, State.PAUSED)), line.why)
+        line = from_history(live)
+        if seen is not None and seen.paused and live.paused:
+            return Timeline(((None, State.UNKNOWN), (seen.first, State.PAUSED)), line.why)
         return line
-    state = line.at(seen.at)
-    if state is not State.UNKNOWN and state is not saw:
-        why = f"its audit log disagrees with what the audit saw at {_stamp(seen.at)}"
-        now_state = State.PAUSED if live.paused else State.ENABLED
-        conflict = (
-            f"the audit saw it {saw} at {_stamp(seen.at)}, but its pause log shows it "
-            f"{state} then (Cloud Scheduler lists it {now_state} now)"
+    origin, complete = live.history_from, now - PAUSE_LOG_LAG
+    changes = sorted(live.changes, key=lambda change: change.at)
+    starts = [origin, *(change.at for change in changes)]
+    states: list[State | None] = [
+        None if not changes else _state(not changes[0].paused),
+        *(_state(change.paused) for change in changes),
+    ]
+    # What the audits saw, each over an interval it was seen so throughout; then the listing.
+    seen_as: list[tuple[datetime, datetime, State]] = []
+    if seen is not None:
+        if seen.before is not None:
+            seen_as.append((seen.before, seen.before, _state(not seen.paused)))
+        seen_as.append((seen.first, seen.at, _state(seen.paused)))
+    seen_as.append((now, now, _state(live.paused)))
+    if states[0] is None:  # no call logged: the state the audits saw while the log is complete
+        states[0] = next(
+            (state for begin, end, state in seen_as if end >= origin and begin <= complete),
+            None,
         )
-        return Timeline(((None, State.UNKNOWN),), why, conflict)
-    return line
+        if states[0] is None:
+            return Timeline(((None, State.UNKNOWN), (origin, State.PENDING)), _WAITING)
+    known = starts[-1]  # the last span's state holds at least to here
+    for at, state in ((moment, state) for begin, end, state in seen_as for moment in (begin, end)):
+        if at < origin:
+            continue
+        index = max(i for i, start in enumerate(starts) if start <= at)
+        last = index == len(starts) - 1
+        if state is states[index]:
+            known = max(known, at) if last else known
+            continue
+        if last and at > complete:  # a call the log may not show yet
+            return Timeline((*_steps(starts, states), (known, State.PENDING)), _WAITING)
+        conflict = (
+            f"the audit saw it {state} at {_stamp(at)}, but its pause log, complete to "
+            f"{_stamp(complete)}, shows it {states[index]} then (Cloud Scheduler lists it "
+            f"{_state(live.paused)} now)"
+        )
+        return Timeline(((None, State.UNKNOWN),), _DISAGREES, conflict)
+    return Timeline(_steps(starts, states), _BEFORE)
+
+
+def _steps(
+    starts: list[datetime], states: list[State | None]
+) -> tuple[tuple[datetime | None, State], ...]:
+    spans = [(at, state) for at, state in zip(starts, states, strict=True) if state is not None]
+    return ((None, State.UNKNOWN), *spans)
+
+
+def _state(paused: bool) -> State:
+    return State.PAUSED if paused else State.ENABLED
 
 
 def _stamp(moment: datetime) -> str:
@@ -163,11 +230,22 @@ def _stamp(moment: datetime) -> str:
 def sighting(
     live: Mapping[str, LiveJob] | None, job: str, now: datetime, mark: JobMark | None
 ) -> Sighting | None:
-    """What this audit saw of the job, to keep in its mark; Scheduler unread: the last one."""
+    """What the audits have seen of the job, to keep in its mark; Scheduler unread: the last."""
     state = None if live is None else live.get(job)
+    seen = None if mark is None else mark.seen
     if state is None:
-        return None if mark is None else mark.seen
-    return Sighting(now, state.paused)
+        return seen
+    if seen is None:
+        return Sighting(now, state.paused, now)
+    if seen.paused is state.paused:
+        return Sighting(now, state.paused, seen.first, seen.before)
+    return Sighting(now, state.paused, now, seen.at)
+
+
+def pending_at(run: ExpectedRun, lines: Mapping[str, Timeline]) -> bool:
+    """Whether the evidence of the run's job's state at its schedule time is still on its way."""
+    line = lines.get(run.job.id)
+    return line is not None and line.at(run.schedule_time) is State.PENDING
 
 
 def paused_at(run: ExpectedRun, lines: Mapping[str, Timeline]) -> bool:
@@ -177,4 +255,9 @@ def paused_at(run: ExpectedRun, lines: Mapping[str, Timeline]) -> bool:
 
 
 _BEFORE = "before the pause history Cloud Scheduler's audit log gave"
+_WAITING = (
+    "Cloud Scheduler's audit log may not show its last pause or resume yet "
+    f"(up to {int(PAUSE_LOG_LAG.total_seconds() // 60)} min)"
+)
+_DISAGREES = "its audit log disagrees with what the audits saw"
 _UNSHOWN = "Cloud Scheduler's state differs from its audit log's last pause or resume"

@@ -34,12 +34,13 @@ audit with each job's pauses and resumes from Scheduler's audit log
                      -> one finding `drifted` naming them, its runs judged
     times cannot be listed (croniter fails)
                      -> one finding `unauditable` for the job; the others are audited
-    its pause log disagrees with its live state or the last audit's sighting
+    its pause log disagrees with a sighting older than `pauses.PAUSE_LOG_LAG`
                      -> one finding `pause_log_disagrees`; its times' state is unknown
 
 and per time: paused (evidence shows it) -> deliberately not run, neither
-judged nor caught up; state unknown -> judged, a missed one reported with the
-reason and not caught up; enabled -> judged as above.
+judged nor caught up; pending (a call the log may not show yet) -> left for a
+later audit, as a time not settled; state unknown -> judged, a missed one
+reported with the reason and not caught up; enabled -> judged as above.
 
 Two ways to run. The handler's audit (`service.audit_job`) goes from each job's
 watermark (`runledger.ledger.watermarks`): it reads the watermark shards (at most one
@@ -80,9 +81,10 @@ from runledger.audit.pauses import (
     State,
     Timeline,
     paused_at,
+    pending_at,
     sighting,
     timelines,
-    with_sighting,
+    weighed,
 )
 from runledger.audit.regions import by_region
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
@@ -202,7 +204,8 @@ class Audit:
                 mark = states[schedule.id].mark
                 seen = None if mark is None else mark.seen
                 state = None if live is None else live.get(schedule.id)
-                self._lines[schedule.id] = with_sighting(self._lines[schedule.id], state, seen)
+                if state is not None:
+                    self._lines[schedule.id] = weighed(state, seen, now)
         for schedule in judged:
             conflict = self._lines[schedule.id].conflict
             if conflict:
@@ -329,9 +332,16 @@ class Audit:
                 and not paused_at(ExpectedRun(schedule, run.instants), self._lines)
             ]
             # Open runs are read again within the job's share too, oldest first; the
-            # rest stay open as last judged, shown in the summary, read by a later audit.
+            # rest stay open as last judged, shown in the summary, read by a later audit,
+            # as do those whose job's state then is pending (never caught up on a guess).
+            waiting = [
+                run
+                for run in reopened
+                if pending_at(ExpectedRun(schedule, run.instants), self._lines)
+            ]
+            reopened = [run for run in reopened if run not in waiting]
             walk = Walk(schedule, state.epoch, judged_to, reopened[:per_job])
-            walk.carried = reopened[per_job:]
+            walk.carried = waiting + reopened[per_job:]
             walk.advance(listed, self._lines, now, self._lease, per_job)
             walks.append(walk)
         keys = self._keys(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from runledger.audit.expected import ExpectedRun, schedule_times
-from runledger.audit.pauses import Timeline, paused_at
+from runledger.audit.pauses import Timeline, paused_at, pending_at
 from runledger.ledger.record import RunRecord
 from runledger.ledger.watermarks import OpenRun
 from runledger.schedules import JobSchedule
@@ -41,7 +41,8 @@ class Walk:
         """Pass the settled runs in order, up to `budget` reads; the watermark ends at the last.
 
         Times before the epoch and times evidence shows paused are passed without a read. The
-        first run not yet settled, or over the budget, stops the watermark: it
+        first run not yet settled (or whose state's evidence is still pending), or over the
+        budget, stops the watermark: it
         and every later run are looked at again by the next audit.
         """
         left = budget - sum(len(run.instants) for run in self.reopened)
@@ -49,7 +50,7 @@ class Walk:
         for run in listed:
             before = run.schedule_time < self.epoch
             held = not before and paused_at(run, pauses)
-            settled = run.settles_at(lease) <= now
+            settled = run.settles_at(lease) <= now and not pending_at(run, pauses)
             needs = 0 if before or held else len(run.instants)
             stopped = stopped or not settled or (needs > 0 and needs > max(left, 0))
             if before:

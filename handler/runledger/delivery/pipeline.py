@@ -234,7 +234,7 @@ class RunPipeline:
                 reason=reason,
             )
 
-        keeper = LeaseKeeper(self._ledger(), claim, on_lost, self._renewals, self._monotonic)
+        keeper = LeaseKeeper(self._ledger(), claim, on_lost, self._renewals)
         context = RunContext.for_attempt(run, keeper, body)
         keeper.start()
         try:

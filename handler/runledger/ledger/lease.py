@@ -79,13 +79,11 @@ class LeaseKeeper:
         claim: Claim,
         on_lost: Callable[[str], None],
         renewals: Renewals,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ledger = ledger
         self._claim = claim
         self._on_lost = on_lost
         self._renewals = renewals
-        self._monotonic = monotonic  # times each renewal, to keep the rate fixed
         self._lock = threading.Lock()
         self._lost_reason: str | None = None
         # A renewal failed with its outcome unknown: it may have landed and moved
@@ -206,8 +204,10 @@ class LeaseKeeper:
         self._unsure = False
 
     def _renew_on_schedule(self) -> None:
-        began = self._monotonic()
+        # Timed by the ledger's clock, the one that dates the lease: a renewal is due a
+        # third of a lease after the last began, and a fake clock replays it exactly.
+        began = self._ledger.now()
         self.renew_now()
         if self.renewing:
-            took = self._monotonic() - began
+            took = (self._ledger.now() - began).total_seconds()
             self._renewals.after(max(0.0, self._interval_s - took), self._renew_on_schedule)

@@ -65,17 +65,31 @@ class OpenRun:
 
 @dataclass(frozen=True)
 class Sighting:
-    """A job as one audit saw it in Cloud Scheduler: at `at`, paused or not."""
+    """A job as the audits saw it in Cloud Scheduler: paused or not at `at`, the last one.
+
+    `since`: the first of the audits that have seen it so since (None: only `at` is
+    known); `before`: the last audit that saw it the other way, if one did. These are
+    the instants `audit.pauses` holds the pause log to (marks written before they were
+    kept have neither: `at` alone).
+    """
 
     at: datetime
     paused: bool
+    since: datetime | None = None
+    before: datetime | None = None
+
+    @property
+    def first(self) -> datetime:
+        return self.at if self.since is None else self.since
 
     def to_document(self) -> dict[str, Any]:
-        return {"at": self.at, "paused": self.paused}
+        return {"at": self.at, "paused": self.paused, "since": self.since, "before": self.before}
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> Sighting:
-        return cls(document["at"], document["paused"])
+        return cls(
+            document["at"], document["paused"], document.get("since"), document.get("before")
+        )
 
 
 @dataclass(frozen=True)
@@ -156,6 +170,16 @@ class AuditStore(EpochStore, Protocol):
 
     def replace_shard(self, key: str, shard: StoredShard, version: Any) -> Any:
         """Overwrite the shard if still at `version`; raise VersionConflict if not (or gone)."""
+
+
+def read_sighting(
+    store: AuditStore, project: str, region: str, job: JobSchedule
+) -> Sighting | None:
+    """What the audits have seen of `job` in Scheduler, as its mark keeps it: read only."""
+    key = shard_key(project, region, job.id)
+    shard = store.get_shards([key]).get(key)
+    mark = None if shard is None else shard.marks.get(job.id)
+    return mark.seen if mark is not None and mark.holds_for(job) else None
 
 
 def shard_key(project: str, region: str, job: str) -> str:

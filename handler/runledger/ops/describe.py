@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
-from runledger.audit.pauses import State, Timeline, timelines, unknown
+from runledger.audit.pauses import State, Timeline, timelines, unknown, weighed
 from runledger.audit.regions import by_region, region_states, schedule_lister
 from runledger.audit.runner import BATCH
 from runledger.audit.scheduler_state import Lister, drift
@@ -36,6 +36,7 @@ from runledger.ledger.overlap import skipped
 from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.suspension import Suspension, suspension_key
 from runledger.ledger.suspension import read as read_suspension
+from runledger.ledger.watermarks import read_sighting
 from runledger.ops.backfill import job_settings
 
 SHOWN = 10
@@ -112,6 +113,8 @@ def _status(
             return "before_epoch"
         if line.at(run.schedule_time) is State.PAUSED:
             return "paused"
+        if line.at(run.schedule_time) is State.PENDING:
+            return "pending"  # as the audit: judged once the pause log has caught up
         return "missed" if not present else "stale"
     if finding is not None:
         return finding.value
@@ -127,6 +130,7 @@ def describe(
 ) -> dict[str, Any]:
     settings, audit, job = job_settings(env, args.job)
     start = now - audit.lookback
+    store = FirestoreRunStore(client, args.collection)
     try:
         listed = schedule_lister(lister_factory, audit.project, audit.scheduler_regions, env)
         listed_live = listed(start)
@@ -143,9 +147,14 @@ def describe(
             state["regions"] = regional
         if live is None:
             state.update(paused=None, detail="not in Cloud Scheduler: no run of it is sent")
+            line = unknown("not in Scheduler")
         else:
             state.update(paused=live.paused, detail="paused" if live.paused else "enabled")
-        line = timelines([job], listed_live, None, False).get(job.id, unknown("not in Scheduler"))
+            # As the audit weighs it: the log against what the audits saw of the job.
+            seen = read_sighting(store, audit.project, audit.region, job)
+            line = weighed(live, seen, now)
+            if line.at(now) is State.PENDING:
+                state["detail"] += f" ({line.why}: times since wait for the audit)"
     except SchedulerUnreadable as exc:
         state = {
             "read": False,
@@ -157,7 +166,6 @@ def describe(
         line = timelines([job], None, str(exc), isinstance(exc, SchedulerAbsent))[job.id]
     if state.get("paused") and line.at(now) is State.PAUSED and line.paused_since is not None:
         state["since"] = rfc3339(line.paused_since)
-    store = FirestoreRunStore(client, args.collection)
     epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
     held = None
     if job.suspend_after is not None:

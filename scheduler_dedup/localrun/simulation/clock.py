@@ -242,9 +242,9 @@ class LoopRenewals:
 
     A renewal of a killed task is dropped (a dead instance renews nothing); one
     that a fault kills kills its owner. Delays are rounded to a tenth of a second.
-    The keeper subtracts its renewal's duration on the App's monotonic clock, the
-    loop's here (`World._deploy`): the real clock, which a loaded machine stalls,
-    must not decide the order of simulated events.
+    The keeper subtracts its renewal's duration on the ledger's clock, the loop's
+    here: the real clock, which a loaded machine stalls, must not decide the order
+    of simulated events.
     """
 
     def __init__(self, loop: Loop) -> None:

@@ -55,7 +55,8 @@ FEATURES = {
     "pause_api_versions": "pauses and resumes made through the v1beta1 and v1alpha1 APIs "
     "(gcloud beta/alpha), logged under those versions' method names",
     "unreadable_scheduler": "the Scheduler listing and the pause log refused (403), "
-    "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds",
+    "rate-limited (429), failing or timing out, and the log's ingestion lag of seconds "
+    "to minutes",
     "ttl_deletion": "TTL deletes records past expire_at, with the shortest retention the "
     "program accepts, while jobs run and Scheduler retries",
     # Issue 36: the operator's controls.

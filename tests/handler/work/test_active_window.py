@@ -9,7 +9,6 @@ in one line. Every claim logs `start_lag_s`.
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,23 +19,23 @@ from runledger.audit.expected import schedule_times
 from runledger.delivery.identify import run_key
 from runledger.exceptions import ConfigError
 from runledger.ledger.firestore_store import FirestoreRunStore
-from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings, parse_schedules
 from runledger.sdk.context import RunContext
 from runledger.testing import JobHarness
 from tests.handler.support import (
-    LEASE,
-    RETENTION,
+    OPS_SCOPE,
     T0,
     FakeClock,
     deliver,
     make_app,
+    ops_at,
+    ops_env,
     scheduler_headers,
     settings,
 )
 
 NOW = T0 + timedelta(minutes=30)  # 2026-10-16T12:30:00Z
-SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+SCOPE = OPS_SCOPE
 # 08:00Z to 10:00Z, both inside; the end is given with an offset (12:00+02:00 is 10:00Z).
 WINDOW = {"startAt": "2026-10-16T08:00:00Z", "endAt": "2026-10-16T12:00:00+02:00"}
 
@@ -132,21 +131,12 @@ def test_the_audit_expects_only_the_times_inside_the_window(firestore_db, capsys
 
 
 def ops(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), env=env, clock=lambda: NOW, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return ops_at(env, NOW, *args)
 
 
 @pytest.fixture
 def env(firestore_emulator, firestore_db) -> dict[str, str]:
-    return (
-        firestore_emulator.env()
-        | SCOPE
-        | {
-            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
-            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
-        }
-    )
+    return ops_env(firestore_emulator)
 
 
 def test_describe_shows_the_window_and_next_times_inside_it(env):

@@ -28,7 +28,7 @@ from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
 from tests.handler.support import (
-    LEASE,
+    OPS_SCOPE,
     RETENTION,
     T0,
     FakeClock,
@@ -36,13 +36,15 @@ from tests.handler.support import (
     deliver,
     make_app,
     make_ledger,
+    ops_at,
+    ops_env,
     run_record,
     scheduler_headers,
     settings,
 )
 
 NOW = T0 + timedelta(minutes=30)  # 2026-10-16T12:30:00Z
-SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+SCOPE = OPS_SCOPE
 SCHEDULES = json.dumps(
     [{"id": "export", "schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}]
 )
@@ -54,15 +56,7 @@ START_AUDIT = (
 
 @pytest.fixture
 def env(firestore_emulator, firestore_db) -> dict[str, str]:
-    return (
-        firestore_emulator.env()
-        | SCOPE
-        | {
-            "DEDUP_SCHEDULES": SCHEDULES,
-            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
-            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
-        }
-    )
+    return ops_env(firestore_emulator, DEDUP_SCHEDULES=SCHEDULES)
 
 
 def key_of(hour: int) -> str:
@@ -101,9 +95,7 @@ def seeded(firestore_db) -> FirestoreRunStore:
 
 
 def ops(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), env=env, clock=lambda: NOW, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    return ops_at(env, NOW, *args)
 
 
 class Jobs:
@@ -530,3 +522,23 @@ def test_describe_shows_a_drifted_job_as_the_audit_judges_it(env, seeded):
     text = io.StringIO()
     main(args[:-1], env=env, clock=lambda: NOW, lister_factory=edited_export, stdout=text)
     assert "; drifted: Cloud Scheduler has '*/30 * * * *'" in text.getvalue()
+
+
+def paused_unlogged(project: str, region: str, environment: dict[str, str]):
+    """`export` paused in the console two minutes ago, its PauseJob not in the log yet."""
+    fake = FakeScheduler(lambda: NOW, export="0 * * * *")
+    return fake.pause("export", NOW - timedelta(minutes=2), logged=False)
+
+
+def test_describe_shows_times_waiting_for_the_pause_log_as_the_audit_leaves_them(env, seeded):
+    out = io.StringIO()
+    args = ["describe", "--job", "export", "--json"]
+    code = main(args, env=env, clock=lambda: NOW, lister_factory=paused_unlogged, stdout=out)
+    assert code == 0
+    view = json.loads(out.getvalue())
+    # Listed paused, no PauseJob logged and no sighting: a job paused for days and one
+    # paused a minute ago look alike, so the times the audit would judge wait, as there.
+    assert "may not show its last pause or resume yet" in view["state"]["detail"]
+    statuses = {item["schedule_time"][11:13]: item["status"] for item in view["recent"]}
+    assert (statuses["08"], statuses["11"], statuses["10"]) == ("pending", "pending", "completed")
+    assert view["counts"]["missed"] == 0

@@ -10,7 +10,6 @@ suspension, counts released runs toward it, and judges no time recorded suspende
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 from typing import Any
@@ -22,22 +21,22 @@ from runledger.exceptions import TerminalJobError
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
 from runledger.ledger.suspension import suspension_key
-from runledger.ops.cli import main
 from runledger.schedules import AUDIT_JOB_ID, audit_settings
 from runledger.sdk.context import RunContext
 from runledger.testing import DEFAULT_SCHEDULE_TIME, JobHarness
 from tests.handler.support import (
-    LEASE,
-    RETENTION,
+    OPS_SCOPE,
     T0,
     FakeClock,
     deliver,
     make_app,
+    ops_at,
+    ops_env,
     scheduler_headers,
     settings,
 )
 
-SCOPE = {"DEDUP_ALLOWED_PROJECTS": "acme-prod", "DEDUP_ALLOWED_REGIONS": "europe-west1"}
+SCOPE = OPS_SCOPE
 ENTRY = {
     "id": "export",
     "schedule": "*/10 * * * *",
@@ -125,23 +124,12 @@ def test_a_completion_resets_the_count(world):
     assert send(app, clock, 40).outcome == "suspended"
 
 
-def ops(env: dict[str, str], now, *args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(args), env=env, clock=lambda: now, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+ops = ops_at
 
 
 @pytest.fixture
 def env(firestore_emulator, firestore_db) -> dict[str, str]:
-    return (
-        firestore_emulator.env()
-        | SCOPE
-        | {
-            "DEDUP_SCHEDULES": SCHEDULES,
-            "DEDUP_LEASE_SECONDS": str(int(LEASE.total_seconds())),
-            "DEDUP_RETENTION_SECONDS": str(int(RETENTION.total_seconds())),
-        }
-    )
+    return ops_env(firestore_emulator, DEDUP_SCHEDULES=SCHEDULES)
 
 
 def test_suspend_and_resume_by_hand_record_the_note_who_and_when(env, world, capsys):
