@@ -403,10 +403,14 @@ MISSED_RUN_OUTCOMES = (OUTCOME_RUN_MISSED, OUTCOME_RUN_STALE, OUTCOME_RUN_RELEAS
 OUTCOME_JOB_DRIFTED = "job_drifted"
 OUTCOME_JOB_UNAUDITABLE = "job_unauditable"
 OUTCOME_JOB_PAUSE_LOG_DISAGREES = "job_pause_log_disagrees"
+# Times of a job that left the audit's look-back before any audit judged them (an audit
+# kept away longer than the look-back allows): one line naming the job and the span.
+OUTCOME_JOB_RUNS_UNJUDGED = "job_runs_unjudged"
 JOB_FINDING_OUTCOMES = (
     OUTCOME_JOB_DRIFTED,
     OUTCOME_JOB_UNAUDITABLE,
     OUTCOME_JOB_PAUSE_LOG_DISAGREES,
+    OUTCOME_JOB_RUNS_UNJUDGED,
 )
 # A delivery deliberately not run because another run of its job was in progress
 # (`overlap: skip`), and one answered retryably to come back after it (`overlap: delay`).

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from runledger.audit.scheduler_state import LiveJob
+from runledger.audit.scheduler_state import LiveJob, session_listing
 from runledger.delivery.identify import run_key
 from runledger.ledger.epochs import record_epochs
 from runledger.schedules import AUDIT_JOB_ID, AuditSettings, JobSchedule, audit_settings
@@ -267,6 +267,110 @@ def test_a_pause_the_log_does_not_show_yet_is_weighed_against_what_the_last_audi
     ]
     assert all("detail" not in line for line in missed)
     assert summary_of(lines)["paused_runs"] == 0
+
+
+class RestScheduler:
+    """Scheduler's jobs.list and Logging's entries.list over REST, as the audit reads them
+    (`scheduler_state.session_listing`): one enabled hourly job, and the log's `calls`."""
+
+    def __init__(self, calls: list[tuple[str, datetime]]) -> None:
+        self.calls = calls
+
+    def get(self, url: str, params: dict[str, str], timeout: float) -> Any:
+        name = "projects/acme-prod/locations/europe-west1/jobs/etl"
+        return _Rest({"jobs": [{"name": name, "state": "ENABLED", "schedule": "0 * * * *"}]})
+
+    def post(self, url: str, json: dict[str, Any], timeout: float) -> Any:
+        entries = [
+            {
+                "timestamp": stamp(at),
+                "protoPayload": {
+                    "serviceName": "cloudscheduler.googleapis.com",
+                    "methodName": f"google.cloud.scheduler.v1.CloudScheduler.{method}",
+                    "resourceName": "projects/acme-prod/locations/europe-west1/jobs/etl",
+                },
+            }
+            for method, at in self.calls
+        ]
+        return _Rest({"entries": entries})
+
+
+class _Rest:
+    status_code = 200
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+
+    def json(self) -> dict[str, Any]:
+        return self._body
+
+
+def test_a_job_a_deploy_deleted_and_one_added_back_is_not_judged_for_its_absence(
+    firestore_store, capsys
+):
+    """Removed from the stack at 01:30 and added back with its schedule at 04:30: its
+    epoch and watermark still hold, but Scheduler sent nothing between (seed 16 of the
+    simulator's `deploy_in_flight`: those times were reported missed and caught up)."""
+    jobs = Jobs()
+    clock = FakeClock(START)
+    rest = RestScheduler([])
+    entries = [{"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}]
+    live = lambda since: session_listing(rest, "acme-prod", "europe-west1", since)  # noqa: E731
+    app, _ = audited_app(firestore_store, jobs, clock, entries, live=live)
+    for hour in (0, 1, 5):
+        if hour == 5:
+            rest.calls = [
+                ("DeleteJob", START + timedelta(hours=1, minutes=30)),
+                ("CreateJob", START + timedelta(hours=4, minutes=30)),
+            ]
+        when = START + timedelta(hours=hour)
+        move_to(clock, when + timedelta(seconds=2))
+        assert deliver(app, scheduler_headers(job="etl", schedule_time=stamp(when))).status == 200
+        if hour == 1:
+            audit_lines(app, clock, capsys, START + timedelta(hours=1, minutes=15))
+
+    lines = audit_lines(app, clock, capsys, START + timedelta(hours=5, minutes=30))
+
+    assert [line for line in lines if line["outcome"] != "audit_summary"] == []
+    assert all(jobs.runs[("etl", START + timedelta(hours=h))] == 0 for h in (2, 3, 4))
+    assert summary_of(lines)["paused_runs"] == 3
+
+
+def test_a_new_schedule_is_judged_from_when_scheduler_is_seen_to_have_it(firestore_store, capsys):
+    """A deploy moves etl from :00 to :30. Its new revision audits at 01:05 with Scheduler
+    unreadable, and Scheduler takes the new schedule at 01:40: 01:30 was never sent, so no
+    audit may judge it (seed 36 of the simulator's `deploy_in_flight`: reported, caught up)."""
+    jobs = Jobs()
+    clock = FakeClock(START)
+    audited_app(firestore_store, jobs, clock, [{"id": "etl", **HOURLY}])  # epoch for :00
+    entries = [{"id": "etl", **HOURLY, "schedule": "30 * * * *", "catchUp": True}]
+    config = audit_settings({"DEDUP_SCHEDULES": json.dumps(entries)} | SCOPE, settings(**SCOPE))
+
+    def revision(live) -> App:
+        return make_app(firestore_store, {"etl": jobs.job("etl")}, clock, audit=config, live=live)
+
+    unread = audit_lines(
+        revision(unreadable("jobs.list answered HTTP 503")),
+        clock,
+        capsys,
+        START + timedelta(hours=1, minutes=5),
+    )
+    assert summary_of(unread)["checked"] == 0
+    # Scheduler has the new schedule from 01:40 on.
+    lines = audit_lines(
+        revision(FakeScheduler(clock, etl="30 * * * *")), clock, capsys, START + timedelta(hours=3)
+    )
+    later = audit_lines(
+        revision(FakeScheduler(clock, etl="30 * * * *")), clock, capsys, START + timedelta(hours=4)
+    )
+
+    # Judged from the 03:00 audit that saw it: 03:30, never delivered, is reported and
+    # caught up; 01:30 is neither (02:30 is before that epoch, as any new schedule's).
+    reported = [line for line in lines + later if line["outcome"] == "run_missed"]
+    assert [line["schedule_time"] for line in reported] == [
+        stamp(START + timedelta(hours=3, minutes=30))
+    ]
+    assert jobs.runs[("etl", START + timedelta(hours=1, minutes=30))] == 0
 
 
 def paused_long_ago_log_unread(store) -> tuple[Jobs, FakeClock, App]:

@@ -199,7 +199,7 @@ def test_over_the_read_budget_the_rest_waits_behind_the_watermark_for_the_next_a
     assert reported(second) == []
 
 
-def test_runs_that_leave_the_look_back_before_any_audit_judges_them_are_counted_not_lost(
+def test_runs_that_leave_the_look_back_before_any_audit_judges_them_are_named_not_lost(
     firestore_store, capsys
 ):
     clock = FakeClock(T0 - timedelta(hours=6))
@@ -217,6 +217,18 @@ def test_runs_that_leave_the_look_back_before_any_audit_judges_them_are_counted_
     assert "84 run(s) left the look-back unjudged" in summary["message"]
     assert summary["severity"] == "WARNING"
     assert (summary["checked"], summary["missed"]) == (5 * len(JOBS), 5 * len(JOBS))
+    # Each job's unjudged span is one line naming it, counted by the missed-runs alert.
+    unjudged = [line for line in lines if line["outcome"] == "job_runs_unjudged"]
+    assert sorted(line["job"] for line in unjudged) == sorted(JOBS)
+    assert {(line["from"], line["to"]) for line in unjudged} == {
+        ("2026-10-16T12:00:00Z", "2026-10-16T18:00:00Z")
+    }
+    assert all(line["severity"] == "ERROR" for line in unjudged)
+    assert "7 scheduled run(s) from 2026-10-16T12:00:00Z" in unjudged[0]["detail"]
+    # Once named, never again: the next audit starts from the new watermark.
+    clock.advance(seconds=600)
+    later = audit_delivery(app, clock, capsys)
+    assert not [line for line in later if line["outcome"] == "job_runs_unjudged"]
 
 
 def test_open_runs_over_the_budget_stay_open_unread_and_are_read_by_a_later_audit(

@@ -234,3 +234,30 @@ def test_a_log_that_cannot_be_read_leaves_the_listing_without_history(session) -
 
     assert etl.paused and etl.history_from is None and etl.changes == ()
     assert etl.history_unread == "permission logging.logEntries.list denied"
+
+
+DELETE_METHOD = "google.cloud.scheduler.v1.CloudScheduler.DeleteJob"
+CREATE_METHOD = "google.cloud.scheduler.v1beta1.CloudScheduler.CreateJob"
+
+
+def test_a_deletion_and_a_creation_are_read_as_a_pause_and_a_resume(session) -> None:
+    """A deploy that removed a job and one that added it back: no time was sent between."""
+    session.pages = [Answer(200, {"jobs": [job("etl")]})]
+    created = entry("etl", CREATE_METHOD, "2026-10-16T09:00:00Z") | {}
+    # A CreateJob may name the parent location: the created job's name is in its request.
+    created["protoPayload"] = created["protoPayload"] | {
+        "resourceName": PARENT,
+        "request": {"parent": PARENT, "job": {"name": f"{PARENT}/jobs/etl"}},
+    }
+    session.log_pages = [
+        Answer(200, {"entries": [entry("etl", DELETE_METHOD, "2026-10-16T07:00:00Z"), created]})
+    ]
+
+    (etl,) = scheduler_lister("acme-prod", "europe-west1", {})(SINCE).values()
+
+    at = datetime(2026, 10, 16, 0, 0, tzinfo=UTC).replace
+    assert etl.changes == (StateChange(at(hour=7), True), StateChange(at(hour=9), False))
+    assert [change.method for change in etl.changes] == ["DeleteJob", "CreateJob"]
+    query = session.posts[0][1]["filter"]
+    assert f'protoPayload.methodName="{DELETE_METHOD}"' in query
+    assert f'protoPayload.methodName="{CREATE_METHOD}"' in query

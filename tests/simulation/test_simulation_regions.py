@@ -76,6 +76,7 @@ def quiet(seed: int, outages: tuple[RegionOutage, ...]) -> tuple[History, list]:
         outages=(),
         api_fault_rate=0.0,
         region_outages=outages,
+        deploys=None,  # `deploy_in_flight`'s deploys are faults of their own
     )
     history = History()
     World(scenario, MemoryRunStore(), history).run()

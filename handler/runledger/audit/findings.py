@@ -33,6 +33,8 @@ class Finding(StrEnum):
     PAUSE_LOG_DISAGREES = "pause_log_disagrees"
     # One per suspension of a job (`ledger.suspension`), logged once when it begins.
     SUSPENDED = "suspended"
+    # One per span of a job's times that left the look-back before an audit judged them.
+    UNJUDGED = "unjudged"
 
     @property
     def per_job(self) -> bool:
@@ -41,6 +43,7 @@ class Finding(StrEnum):
             Finding.UNAUDITABLE,
             Finding.PAUSE_LOG_DISAGREES,
             Finding.SUSPENDED,
+            Finding.UNJUDGED,
         )
 
     @property
@@ -58,6 +61,7 @@ _OUTCOMES = {
     Finding.UNAUDITABLE: facts.OUTCOME_JOB_UNAUDITABLE,
     Finding.PAUSE_LOG_DISAGREES: facts.OUTCOME_JOB_PAUSE_LOG_DISAGREES,
     Finding.SUSPENDED: facts.OUTCOME_JOB_SUSPENDED,
+    Finding.UNJUDGED: facts.OUTCOME_JOB_RUNS_UNJUDGED,
 }
 
 
@@ -71,6 +75,8 @@ class AuditFinding:
     catch_up: str | None = None  # the outcome of the audit's own attempt, if it made one
     # Why: for a finding about the whole job, or a run missed while its job's state is unknown.
     detail: str | None = None
+    # The first and last schedule time a finding about several of the job's times names.
+    span: tuple[datetime, datetime] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -85,6 +91,8 @@ class AuditFinding:
             data["catch_up"] = self.catch_up
         if self.detail is not None:
             data["detail"] = self.detail
+        if self.span is not None:
+            data["from"], data["to"] = (rfc3339(moment) for moment in self.span)
         return data
 
 

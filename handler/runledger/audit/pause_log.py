@@ -26,6 +26,15 @@ locations are left out here. Should entries still go missing, the audit says so
 private logs: `logging.privateLogEntries.list` is for Data Access ones). The
 stack grants the handler's account a custom role holding only that.
 
+A DeleteJob and a CreateJob (a deploy removing a job and adding it back, or
+creating it) are read too, as a pause and a resume: Scheduler sends none of a
+job's times between its deletion and its creation, so those times were never due,
+and a job added back with the schedule it had keeps its epoch and watermark
+(`ledger.epochs`) without its absence read as missed or caught up. A job's first
+CreateJob shows it absent before. The job is the call's `resourceName`; for a
+CreateJob that names the parent location instead, the created job's name in the
+call's request (`request.job.name`) is read.
+
 A call that failed (`protoPayload.status.code` set and not 0) changed nothing
 and is left out. Anything that keeps the whole history from being read raises
 `SchedulerUnreadable`: a partial history would show a pause as shorter than it
@@ -36,7 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +59,9 @@ _JOB_NAME = re.compile(r"^projects/[^/]+/locations/([^/]+)/jobs/([^/]+)$")
 API_VERSIONS = ("v1", "v1beta1", "v1alpha1")
 PAUSE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.PauseJob" for v in API_VERSIONS)
 RESUME_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.ResumeJob" for v in API_VERSIONS)
+# A deletion stops a job's runs as a pause does; a creation starts them as a resume does.
+DELETE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.DeleteJob" for v in API_VERSIONS)
+CREATE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.CreateJob" for v in API_VERSIONS)
 PAGE_SIZE = 1000  # the largest page entries.list returns
 # One call of a Google REST API the audit reads (this log, Scheduler's listing) and
 # how many pages of it the audit follows.
@@ -59,27 +71,34 @@ _MAX_PAGES = 20
 
 @dataclass(frozen=True)
 class StateChange:
-    """A PauseJob (`paused` True) or ResumeJob (False) call on a job, at `at`."""
+    """A PauseJob or DeleteJob (`paused` True: no run sent after it) or a ResumeJob or
+    CreateJob (False) call on a job, at `at`; `call` names it ("": a pause or resume)."""
 
     at: datetime
     paused: bool
+    call: str = field(default="", compare=False)
+
+    @property
+    def method(self) -> str:
+        return self.call or ("PauseJob" if self.paused else "ResumeJob")
 
 
 def pause_filter(project: str, since: datetime) -> str:
-    """The Logging query for the project's Scheduler pauses and resumes since `since`."""
+    """The Logging query for the project's Scheduler pauses, resumes, deletions and
+    creations since `since`."""
     when = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return " AND ".join(
         [
             f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Factivity"',
             f'protoPayload.serviceName="{SERVICE}"',
-            "("
-            + " OR ".join(
-                f'protoPayload.methodName="{method}"' for method in PAUSE_METHODS + RESUME_METHODS
-            )
-            + ")",
+            "(" + " OR ".join(f'protoPayload.methodName="{method}"' for method in _methods()) + ")",
             f'timestamp>="{when}"',
         ]
     )
+
+
+def _methods() -> tuple[str, ...]:
+    return PAUSE_METHODS + RESUME_METHODS + DELETE_METHODS + CREATE_METHODS
 
 
 def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | None:
@@ -91,7 +110,7 @@ def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | N
     method = payload.get("methodName")
     located = _job_of(payload, entry.get("resource") or {})
     stamp = entry.get("timestamp")
-    if method not in PAUSE_METHODS + RESUME_METHODS or not located or not isinstance(stamp, str):
+    if method not in _methods() or not located or not isinstance(stamp, str):
         return None
     location, job = located
     if location != region:
@@ -100,14 +119,19 @@ def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | N
         at = parse_schedule_time(stamp)
     except BadRequest:
         return None
-    return str(job), StateChange(at, method in PAUSE_METHODS)
+    call = "" if method in PAUSE_METHODS + RESUME_METHODS else str(method).rsplit(".", 1)[-1]
+    return str(job), StateChange(at, method in PAUSE_METHODS + DELETE_METHODS, call)
 
 
 def _job_of(payload: dict[str, Any], resource: dict[str, Any]) -> tuple[str, str] | None:
-    """(location, job id) from the entry's resourceName, else from its resource's labels."""
-    named = _JOB_NAME.match(str(payload.get("resourceName", "")))
-    if named:
-        return named.group(1), named.group(2)
+    """(location, job id) from the entry's resourceName (a CreateJob's may name the parent:
+    then its request's job name), else from its resource's labels."""
+    request = payload.get("request")
+    created = request.get("job") if isinstance(request, dict) else None
+    for name in (payload.get("resourceName", ""), (created or {}).get("name", "")):
+        named = _JOB_NAME.match(str(name))
+        if named:
+            return named.group(1), named.group(2)
     labels = resource.get("labels") or {}
     if labels.get("location") and labels.get("job_id"):
         return str(labels["location"]), str(labels["job_id"])

@@ -3,10 +3,11 @@
 The audit may excuse a time (deliberately not run) only where evidence shows
 the job was paused then, and its catch-up may run a time only where evidence
 shows the job was enabled then. The evidence is Cloud Scheduler's Admin
-Activity audit log: every PauseJob and ResumeJob call on the job
-(`audit.pause_log`), complete from the instant the listing read it from
-(`LiveJob.history_from`), with the job's live state at the listing's end. A
-job's `userUpdateTime` is not evidence: the API does not say a pause sets it.
+Activity audit log: every PauseJob and ResumeJob call on the job, and every
+DeleteJob and CreateJob, read as a pause and a resume (`audit.pause_log`),
+complete from the instant the listing read it from (`LiveJob.history_from`), with
+the job's live state at the listing's end. A job's `userUpdateTime` is not
+evidence: the API does not say a pause sets it.
 
     Scheduler read, its log read      -> each span known: paused between a PauseJob
                                          and the next ResumeJob, enabled otherwise;
@@ -119,7 +120,7 @@ def from_history(live: LiveJob) -> Timeline:
     steps: list[tuple[datetime | None, State]] = [(None, State.UNKNOWN), (live.history_from, first)]
     steps += [(change.at, State.PAUSED if change.paused else State.ENABLED) for change in changes]
     if steps[-1][1] is not now_state:
-        last = "PauseJob" if changes[-1].paused else "ResumeJob"
+        last = changes[-1].method
         conflict = (
             f"Cloud Scheduler lists it {now_state}, but its pause log's last call is a "
             f"{last} at {_stamp(changes[-1].at)}"

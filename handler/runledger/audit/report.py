@@ -7,6 +7,7 @@ The stack's log-based metrics and alerts count these lines by `outcome`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import IO, Any
 
 from runledger import facts
@@ -26,6 +27,7 @@ _SEVERITY = {
     Finding.UNAUDITABLE: "ERROR",
     Finding.PAUSE_LOG_DISAGREES: "WARNING",
     Finding.SUSPENDED: "WARNING",
+    Finding.UNJUDGED: "ERROR",
 }
 
 
@@ -49,6 +51,7 @@ def log_findings(findings: Sequence[AuditFinding], stream: IO[str] | None = None
                 outcome=item.finding.outcome,
                 job=item.job,
                 detail=item.detail,
+                **({} if item.span is None else _span(item.span)),
             )
             continue
         message = f"scheduled run {item.finding.value}: {item.job} at {rfc3339(item.schedule_time)}"
@@ -68,6 +71,10 @@ def log_findings(findings: Sequence[AuditFinding], stream: IO[str] | None = None
             trigger=None if item.catch_up is None else facts.TRIGGER_CATCH_UP,
             detail=item.detail,
         )
+
+
+def _span(span: tuple[datetime, datetime]) -> dict[str, str]:
+    return {"from": rfc3339(span[0]), "to": rfc3339(span[1])}
 
 
 def log_summary(

@@ -75,6 +75,7 @@ from runledger.audit.findings import (
     PausedJob,
     judge,
     not_run,
+    rfc3339,
     suspended,
 )
 from runledger.audit.pauses import (
@@ -90,7 +91,7 @@ from runledger.audit.regions import by_region
 from runledger.audit.scheduler_state import Lister, LiveJob, drift, history_unread
 from runledger.audit.suspensions import SuspensionAccess
 from runledger.audit.suspensions import detail as suspension_detail
-from runledger.audit.walk import Walk, expired_count, in_window, listed_once, present_records
+from runledger.audit.walk import Walk, expired_times, in_window, listed_once, present_records
 from runledger.delivery.identify import run_key
 from runledger.exceptions import SchedulerAbsent, SchedulerUnreadable
 from runledger.ledger.overlap import skipped
@@ -199,7 +200,10 @@ class Audit:
         self._lines = timelines(schedules, live, unread, absent)
         states = {}
         if self._marks is not None and judged:
-            states = self._marks.load(judged, now)
+            # A rescheduled job is judged from when Scheduler is seen to have it.
+            seen = None if live is not None or absent else frozenset[str]()
+            states = self._marks.load(judged, now, seen)
+            judged = [schedule for schedule in judged if schedule.id in states]
             for schedule in judged:
                 mark = states[schedule.id].mark
                 seen = None if mark is None else mark.seen
@@ -321,7 +325,10 @@ class Audit:
                 findings.append(_job_finding(schedule.id, Finding.UNAUDITABLE, reason))
                 continue
             if judged_to is not None and judged_to < start:
-                expired += expired_count(schedule, judged_to, start, state.epoch)
+                gone = expired_times(schedule, judged_to, start, state.epoch)
+                expired += len(gone)
+                if gone:
+                    findings.append(_unjudged(schedule.id, gone, start))
             kept = () if state.mark is None else state.mark.open
             # An open run older than the look-back leaves it: shown until then, then dropped.
             # One that evidence now shows paused was deliberately not run: dropped too.
@@ -478,6 +485,18 @@ class Audit:
         ):
             catch_up = self._catch_up(identity)
         return AuditFinding(job.id, schedule_time, finding, identity.key, record, catch_up)
+
+
+def _unjudged(job: str, gone: Sequence[datetime], start: datetime) -> AuditFinding:
+    """One finding for the job's times that left the look-back (`start`) unjudged."""
+    detail = (
+        f"{len(gone)} scheduled run(s) from {rfc3339(gone[0])} to {rfc3339(gone[-1])} left "
+        f"the look-back (it now starts at {rfc3339(start)}) before any audit judged them: "
+        "whether they ran is not known here (their records may be gone by TTL)"
+    )
+    return AuditFinding(
+        job, None, Finding.UNJUDGED, None, None, detail=detail, span=(gone[0], gone[-1])
+    )
 
 
 def _job_finding(job: str, finding: Finding, detail: str) -> AuditFinding:

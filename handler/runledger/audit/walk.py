@@ -99,13 +99,19 @@ def in_window(run: ExpectedRun, start: datetime) -> bool:
     return run.instants[0] > start
 
 
-def expired_count(job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime) -> int:
+def expired_times(
+    job: JobSchedule, judged_to: datetime, start: datetime, epoch: datetime
+) -> list[datetime]:
     """The job's times after its watermark that left the look-back before an audit judged them."""
     try:
         listed = schedule_times(job, judged_to, start)
     except Exception:  # croniter's errors have no common base; the listing after says why
-        return 0
-    return sum(1 for run in listed if run.schedule_time >= epoch and run.instants[-1] <= start)
+        return []
+    return [
+        run.schedule_time
+        for run in listed
+        if run.schedule_time >= epoch and run.instants[-1] <= start
+    ]
 
 
 def present_records(

@@ -31,7 +31,7 @@ so the times due before the deletion and not yet judged are judged (docs/audit.m
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -134,18 +134,32 @@ def record_epochs(
     region: str,
     schedules: Sequence[JobSchedule],
     now: datetime,
+    seen: Collection[str] | None = None,
 ) -> dict[str, datetime]:
-    """Every job's epoch, recording `now` for each job seen first or with a new schedule."""
+    """Every job's epoch, recording `now` for each job seen first or with a new schedule.
+
+    `seen`: the jobs Cloud Scheduler was seen to have with their schedule now (None:
+    every job, when there is no Scheduler to ask). A job whose schedule changed is left
+    out unless seen: during a deploy the handler's new revision has the new schedule
+    before Scheduler does, and an epoch recorded then, unread, would judge the new
+    schedule's times Scheduler never sent (seed 36 of the simulator's `deploy_in_flight`,
+    the listing unread while the revision rolled out). A job on record for no schedule
+    is new: its times before Scheduler created it read as not due from the CreateJob
+    (`audit.pause_log`), so its epoch is recorded as before.
+    """
     keys = {job.id: epoch_key(project, region, job.id) for job in schedules}
     found = store.get_epochs(list(keys.values()))
     gone = [key for key in keys.values() if key not in found]
     lasting = store.get_lasting_epochs(gone) if gone else {}
-    return {
-        job.id: _settle(
-            store, keys[job.id], job, found.get(keys[job.id]), lasting.get(keys[job.id]), now
-        )
-        for job in schedules
-    }
+    epochs = {}
+    for job in schedules:
+        key = keys[job.id]
+        held = [e for e in (getattr(found.get(key), "epoch", None), lasting.get(key)) if e]
+        changed = bool(held) and not any(epoch.holds_for(job) for epoch in held)
+        if seen is not None and job.id not in seen and changed:
+            continue
+        epochs[job.id] = _settle(store, key, job, found.get(key), lasting.get(key), now)
+    return epochs
 
 
 def _settle(

@@ -32,7 +32,7 @@ before, and its mark starts over.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -200,8 +200,12 @@ class LedgerMarks:
         self._shards: dict[str, StoredShard] = {}
         self.reads = 0  # documents read: the shards, and the epochs of jobs without a mark
 
-    def load(self, schedules: Sequence[JobSchedule], now: datetime) -> dict[str, JobState]:
-        """Each job's epoch and mark; epochs are recorded (at `now`) for jobs without a mark."""
+    def load(
+        self, schedules: Sequence[JobSchedule], now: datetime, seen: Collection[str] | None = None
+    ) -> dict[str, JobState]:
+        """Each job's epoch and mark; epochs are recorded (at `now`) for jobs without a mark,
+        a rescheduled one only if Cloud Scheduler was `seen` to have it (`record_epochs`):
+        a job left out waits for an audit that reads Scheduler."""
         self._keys = {job.id: shard_key(self._project, self._region, job.id) for job in schedules}
         wanted = sorted(set(self._keys.values()))
         self._shards = self._store.get_shards(wanted) if wanted else {}
@@ -214,7 +218,7 @@ class LedgerMarks:
                 marks[job.id] = mark
         unmarked = [job for job in schedules if job.id not in marks]
         epochs = (
-            record_epochs(self._store, self._project, self._region, unmarked, now)
+            record_epochs(self._store, self._project, self._region, unmarked, now, seen)
             if unmarked
             else {}
         )
@@ -224,6 +228,7 @@ class LedgerMarks:
             if job.id in marks
             else JobState(epochs[job.id], None)
             for job in schedules
+            if job.id in marks or job.id in epochs
         }
 
     def save(self, marks: Mapping[str, JobMark]) -> set[str]:

@@ -4,7 +4,8 @@ Each scheduled time of the stack's schedule in (start, end] must end in exactly
 one fate once the world has settled (docs/reliability.md, "The simulator"):
 
     ran        a body execution (not a forced run) took effect
-    reported   an audit finding names it, or a `drifted` finding its job while
+    reported   an audit finding names it (or a span of its job's times that left the
+               look-back unjudged), or a `drifted` finding its job while
                the console's edit held
     not run    deliberately: the operator meant the job paused then, or its
                record says `skipped` (overlap: skip), or the time is outside its
@@ -41,6 +42,7 @@ from runledger.facts import (
 )
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import NOT_RUN_STATUSES, Status
+from scheduler_dedup.localrun.simulation import deploys
 from scheduler_dedup.localrun.simulation.instants import listed
 from scheduler_dedup.localrun.simulation.oracle import Execution, History, RerunAsk, Violation
 
@@ -56,6 +58,8 @@ class Expected:
     keys: tuple[str, ...]
     # Outside its job's active window (`startAt`/`endAt`): deliberately not run.
     outside: bool = False
+    # Sent by Scheduler after the stack left its job (`deploy_in_flight`): no fate needed.
+    optional: bool = False
 
 
 def expected_times(
@@ -146,13 +150,16 @@ def check(history: History, expected: Sequence[Expected]) -> list[Violation]:
     for executions in history.executions.values():
         violations += [_lost_lease(history, e) for e in executions if _lost_lease(history, e)]
     violations += history.work.check(history.records)  # `job_work`
+    unjudged = {(t.job, at) for t in expected if t.optional for at in t.instants}
+    unjudged |= deploys.retired(history.deploys, expected)
     violations += history.releases.check(
-        history.executions, history.records, history.findings, _excused(history, drifted)
+        history.executions, history.records, history.findings, _excused(history, drifted, unjudged)
     )
     for ask in history.rerun_asks:
         violations += _rerun(history, ask)
     violations += _letters(history, {key for time in expected for key in time.keys})
     violations += _stray_runs(history, expected)
+    violations += deploys.check(history.deploys, history.executions, history.findings)
     return violations
 
 
@@ -192,16 +199,18 @@ def _stray_runs(history: History, expected: Sequence[Expected]) -> list[Violatio
 
 
 def _excused(
-    history: History, drifted: dict[str, list[datetime]]
+    history: History, drifted: dict[str, list[datetime]], unjudged: set[tuple[str, datetime]]
 ) -> Callable[[str, str, datetime], bool]:
     """Whether a run's time has a fate without a run or a finding of its own (`_fate`):
     its job meant paused or drifted (and reported so) then, or its last record not run
-    (seed 60: a time of a drifted window, released, is judged by no audit)."""
+    (seed 60: a time of a drifted window, released, is judged by no audit), or it is a
+    time the audit leaves unjudged around a deploy (`deploy_in_flight`)."""
 
     def excused(key: str, job: str, when: datetime) -> bool:
         last = [r for _, r in history.records[key][-1:] if r is not None]
         return (
-            _within(history.intents[job], when)
+            (job, when) in unjudged
+            or _within(history.intents[job], when)
             or (_within(history.drifts[job], when) and bool(drifted.get(job)))
             or any(r.status in NOT_RUN_STATUSES for r in last)
         )
@@ -418,6 +427,10 @@ def _fate(
             violation(
                 "asked, never run", f"a backfill asked at {ask.at:%H:%M:%S}; no attempt since"
             )
-    if not (effects or reported or paused or skipped or drift or suspended):
+    # Reported with the span of its job's times an audit names as gone from its look-back.
+    named = any(first <= when <= last for first, last in history.unjudged.get(job, ()))
+    if not (
+        effects or reported or named or paused or skipped or drift or suspended or time.optional
+    ):
         violation("lost", "never ran, no finding, not paused, not skipped, not suspended")
     return found

@@ -21,6 +21,7 @@ from runledger.delivery.identify import parse_schedule_time
 from runledger.facts import OUTCOME_AUDIT_SUMMARY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.ledger.record import FINAL_STATUSES, RunRecord, Status
+from scheduler_dedup.localrun.simulation.deploys import DeployHistory
 from scheduler_dedup.localrun.simulation.release_history import Releases
 from scheduler_dedup.localrun.simulation.violation import Violation
 from scheduler_dedup.localrun.simulation.work_history import WorkHistory
@@ -75,6 +76,8 @@ class History:
         self.executions: dict[str, list[Execution]] = defaultdict(list)
         self.records: dict[str, list[tuple[datetime, RunRecord | None]]] = defaultdict(list)
         self.findings: list[tuple[datetime, str, datetime | None, str, Any]] = []
+        # Spans of a job's times an audit named as gone from its look-back unjudged.
+        self.unjudged: dict[str, list[tuple[datetime, datetime]]] = {}
         # Each audit's finding lines not yet followed by its summary, by the task logging them.
         self._unsummed: dict[Any, list[tuple[datetime, str, datetime | None, str, Any]]] = {}
         self.intents: dict[str, list[tuple[datetime, bool]]] = defaultdict(list)
@@ -97,6 +100,7 @@ class History:
         self.crashes: list[str] = []
         self.work = WorkHistory()  # checkpoints and outputs (`job_work`)
         self.releases = Releases()  # the operator's `ops release`s (`ops_release`)
+        self.deploys = DeployHistory()  # the class's job in Scheduler (`deploy_in_flight`)
         # Backfill times the audit reported it could no longer run, as (job, time) -> when
         # (`backfill_past_retention`: the record would expire before the run finished).
         self.past_retention: dict[tuple[str, datetime], datetime] = {}
@@ -271,6 +275,9 @@ class History:
                 )
             else:
                 self.event(now, f"audit finding {outcome} for job {entry.get('job')}")
+            if "from" in entry and "to" in entry:
+                span = (parse_schedule_time(entry["from"]), parse_schedule_time(entry["to"]))
+                self.unjudged.setdefault(entry.get("job", ""), []).append(span)
 
     def summaries_since(self, moment: datetime) -> int:
         return sum(1 for judged in self.summaries if judged >= moment)

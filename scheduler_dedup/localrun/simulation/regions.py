@@ -146,6 +146,7 @@ class AllRegions:
     def add(self, job: LiveJob, start: datetime, end: datetime) -> None:
         for scheduler in self.by_region.values():
             copy = LiveJob(job.id, job.schedule, job.time_zone, job.deadline, job.retry)
+            copy.changes = list(job.changes)  # `deploy_in_flight`: its log so far
             scheduler.add(job if scheduler is self.first else copy, start, end)
 
     def set_paused(self, job_id: str, paused: bool, at: datetime) -> None:
@@ -155,6 +156,10 @@ class AllRegions:
     def edit(self, job_id: str, schedule: str, end: datetime) -> None:
         for scheduler in self.by_region.values():
             scheduler.edit(job_id, schedule, end)
+
+    def remove(self, job_id: str) -> None:
+        for scheduler in self.by_region.values():
+            scheduler.remove(job_id)
 
     def force(self, job_id: str, stamped: bool) -> None:
         self.first.force(job_id, stamped)

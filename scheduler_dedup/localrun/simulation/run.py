@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from runledger.ledger.memory_store import MemoryRunStore
-from scheduler_dedup.localrun.simulation import operator, release
+from scheduler_dedup.localrun.simulation import deploys, operator, release
 from scheduler_dedup.localrun.simulation.checker import Expected, check, expected_times
 from scheduler_dedup.localrun.simulation.oracle import History, Violation
 from scheduler_dedup.localrun.simulation.scenario import Scenario, generate
@@ -32,6 +32,7 @@ def run_seed(
     """Play `seed` with the fault classes `features` on, on a fresh `store()`, and check it."""
     scenario = generate(seed, features)
     release.draw(scenario)  # before the operator's: its sort and settle time cover them
+    deploys.schedule(scenario)  # `deploy_in_flight`: likewise
     operator.draw(scenario)
     history = History()
     world = World(scenario, store(), history)
@@ -41,6 +42,7 @@ def run_seed(
     expected = expected_times(
         jobs, scenario.start, scenario.end, scenario.project, scenario.region, windows
     )
+    expected += deploys.expected(scenario, history.deploys, scenario.project, scenario.region)
     return SeedResult(
         scenario,
         history,

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING
 from runledger.config import ManualRuns, Settings
 from runledger.facts import DEFAULT_PROJECT_HEADER, DEFAULT_REGION_HEADER, RetryPolicy
 from runledger.ledger.machine import MAX_CLOCK_SKEW
-from scheduler_dedup.localrun.simulation import regions, scheduler_api, timeouts, ttl, work
+from scheduler_dedup.localrun.simulation import (
+    deploys,
+    regions,
+    scheduler_api,
+    timeouts,
+    ttl,
+    work,
+)
 from scheduler_dedup.localrun.simulation.regions import RegionOutage
 from scheduler_dedup.localrun.simulation.timeouts import RequestTimeout
 from scheduler_dedup.localrun.simulation.ttl import Retention
@@ -68,6 +75,9 @@ FEATURES = {
     "their answers",
     "ops_release": "the operator releases failed runs (`ops release`) from a laptop clock "
     "up to 30 minutes off, from two terminals at once, and runs that moved on meanwhile",
+    "deploy_in_flight": "deploys while runs are in flight: two handler revisions taking "
+    "new requests at once (another heartbeat or retention, or a contract the handler "
+    "refuses), a job created, rescheduled and deleted by the stack",
     # Issue 37: a schedule sent from two regions.
     "region_outage": "the stack in two regions, one out for a minute to two hours (its "
     "Scheduler stops, its function answers 5xx or times out, or loses the store), both "
@@ -162,6 +172,7 @@ class Scenario:
     # `region_outage`: every region the stack runs in, the key region (`region`) first.
     regions: tuple[str, ...] = (REGION,)
     region_outages: tuple[RegionOutage, ...] = ()
+    deploys: deploys.Plan | None = None  # `deploy_in_flight`
 
 
 def _retry(rng: random.Random, most: int) -> RetryPolicy:
@@ -321,6 +332,12 @@ def generate(seed: int, features: frozenset[str]) -> Scenario:
         scenario.lookback_s = kept.lookback_s
     if "region_outage" in features:  # its own generator: a one-region seed plays as without
         scenario.regions, scenario.region_outages = regions.draw(seed, REGION, start, end)
+    if "deploy_in_flight" in features:  # its own generators too
+        deadline, policy = deploys.retry(seed)
+        job = SimJob(
+            deploys.DEPLOYED, "", zone, "allow", True, deadline, policy, (5, 60), 0.05, 0.03
+        )
+        scenario.deploys = deploys.draw(seed, start, end, job)
     return scenario
 
 

@@ -80,6 +80,10 @@ class CloudScheduler:
         job.schedule = schedule
         self._plan(job, self._loop.now, end)
 
+    def remove(self, job_id: str) -> None:
+        """DeleteJob: none of its later times is sent."""
+        self.jobs.pop(job_id).generation += 1
+
     def set_paused(self, job_id: str, paused: bool, at: datetime) -> None:
         """PauseJob or ResumeJob, if the state changes: each call goes to the job's log."""
         job = self.jobs[job_id]

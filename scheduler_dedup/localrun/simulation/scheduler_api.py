@@ -87,8 +87,8 @@ class SchedulerApi:
         return _Answer(200, {"jobs": jobs})
 
     def post(self, url: str, json: dict[str, Any], timeout: float) -> _Answer:
-        """`entries.list`: the PauseJob/ResumeJob entries since the filter's timestamp that
-        have been ingested by now, oldest first, one page."""
+        """`entries.list`: the PauseJob/ResumeJob (and DeleteJob/CreateJob) entries since
+        the filter's timestamp that have been ingested by now, oldest first, one page."""
         failed = self._fault()
         if failed is not None:
             return failed
@@ -101,7 +101,7 @@ class SchedulerApi:
                 version, lag = self._log_of(job.id, index)
                 if change.at + lag > now or (since is not None and change.at < since):
                     continue
-                method = "PauseJob" if change.paused else "ResumeJob"
+                method = change.method  # PauseJob, ResumeJob, DeleteJob, CreateJob
                 entries.append(
                     {
                         "timestamp": change.at.astimezone(UTC).isoformat(),

@@ -5,7 +5,8 @@ The handler is the real `App`, built by `App.from_env` from an environment that
 writes it, with only the store, the fake clock (and its monotonic time and sleep),
 attempt ids, lease renewals, the backfill documents and the live-state lister
 injected. A deploy (the stack pausing or unpausing a job)
-builds a new App on the same store; requests in flight finish on the old one.
+builds a new App on the same store; requests in flight finish on the old one
+(`deploy_in_flight`: both take new requests for a while, `deploys.Rollout`).
 Job bodies report what they do to the history (`oracle.History`), never to
 the ledger. The operator's backfill goes the way `python -m runledger.ops
 backfill` goes (`backfill.plan.plan`, then `backfill.queue.record_request`), on
@@ -43,7 +44,7 @@ from runledger.ledger.suspension import (
 from runledger.schedules import audit_env, audit_settings, schedule_entry
 from runledger.sdk.context import RunContext
 from runledger.service.app import App
-from scheduler_dedup.localrun.simulation import regions, timeouts, ttl
+from scheduler_dedup.localrun.simulation import deploys, regions, timeouts, ttl
 from scheduler_dedup.localrun.simulation.clock import Loop, LoopRenewals, Task
 from scheduler_dedup.localrun.simulation.oracle import Execution, History
 from scheduler_dedup.localrun.simulation.scenario import Scenario, SimJob
@@ -87,6 +88,8 @@ class World:
             scenario.lost_claims,
             healed_at=scenario.settle,
         )
+        if scenario.deploys is not None:  # `deploy_in_flight`: its job's epochs, told
+            inner = deploys.EpochsSeen(inner, history.deploys, lambda: self.loop.now)
         self.inner = _SuspensionsSeen(inner, self._suspension_written)
         inner = self.inner
         self.store = FaultyStore(
@@ -150,24 +153,30 @@ class World:
             )
             for region in scenario.regions[1:]
         }
-        self.apps = {region: self._deploy(region) for region in scenario.regions}
+        # `deploy_in_flight`: the class's job as the stack has it, and the revision's settings.
+        self.deployed = deploys.start(scenario, history, self.settle_cap)
+        self.settings = scenario.settings
+        self.apps: dict[str, Any] = {region: self._deploy(region) for region in scenario.regions}
 
     # -- the handler, as a deploy builds it --
 
     def env(self, region: str | None = None) -> dict[str, str]:
         """The environment the program sets on `region`'s function (None: the first's)."""
-        entries = [self._entry(job) for job in self.scenario.jobs]
+        entries = [self._entry(job) for job in self._stack_jobs()]
         letters = "dead_letters" in self.scenario.features
         topic = {DEAD_LETTER_TOPIC_ENV: DEAD_LETTER_TOPIC} if letters else {}
         scenario = self.scenario
         settings = regions.region_settings(
-            scenario.settings, scenario.regions, region or scenario.region
+            self.settings, scenario.regions, region or scenario.region
         )
         return {
             **settings.to_env(),
             **audit_env(entries, self.scenario.lookback_s, self.scenario.audit.id),
             **topic,
         }
+
+    def _stack_jobs(self) -> list[SimJob]:
+        return [*self.scenario.jobs, *self.deployed]
 
     def _entry(self, job: SimJob) -> dict[str, object]:
         return schedule_entry(
@@ -189,8 +198,9 @@ class World:
             suspend_after=job.suspend_after,
         )
 
-    def _deploy(self, region: str) -> App:
-        """`region`'s handler revision from the stack's environment, built by `App.from_env`.
+    def _deploy(self, region: str, env: dict[str, str] | None = None) -> App:
+        """`region`'s handler revision from the stack's environment (or `env`), built by
+        `App.from_env`.
 
         Everything but the store, the fake clock (time, monotonic time, sleep), attempt
         ids, renewals and Scheduler's listing comes from the environment, as deployed.
@@ -201,9 +211,9 @@ class World:
             store = regions.RegionStore(self.store, region, lambda r: self._out(r, "store"))
             docs = regions.RegionStore(self.docs, region, lambda r: self._out(r, "store"))
         return App.from_env(
-            self.env(region),
+            self.env(region) if env is None else env,
             self.loop.clock,
-            jobs={job.id: self._body(job) for job in self.scenario.jobs},
+            jobs={job.id: self._body(job) for job in self._stack_jobs()},
             store_factory=lambda: store,
             renewals=LoopRenewals(self.loop),
             new_attempt_id=lambda: f"a{next(self._ids)}",
@@ -453,7 +463,8 @@ class World:
             return
         if when > self.scenario.end:  # the operator looks after the window judged
             return
-        if next(job for job in self.scenario.jobs if job.id == job_id).overlap != "allow":
+        job = next((job for job in self.scenario.jobs if job.id == job_id), None)
+        if job is None or job.overlap != "allow":  # not `deploy_in_flight`'s job: it may go
             return
         end = when + timedelta(minutes=1)
         text = f"operator reruns the failure of {job_id} at {when:%H:%M}"
