@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from zoneinfo import ZoneInfo
 
+from runledger.audit.wall_times import WallTimes
 from runledger.facts import OVERLAP_DELAY
 from runledger.ledger.machine import MAX_CLOCK_SKEW
 from runledger.schedules import JobSchedule
@@ -86,6 +87,10 @@ def _instants(wall: datetime, zone: ZoneInfo) -> tuple[datetime, ...]:
     return (min(first, second), max(first, second))
 
 
+# croniter's matches, kept per process: audits list nearly the same spans again.
+_WALLS = WallTimes(_instants)
+
+
 def _scan_margin(zone: ZoneInfo, start: datetime, end: datetime) -> timedelta:
     """How far beyond the window to scan local time: none where one UTC offset holds throughout.
 
@@ -116,12 +121,8 @@ def schedule_instants(
     margin = _scan_margin(zone, start, end)
     first = start.astimezone(zone).replace(tzinfo=None) - margin
     last = end.astimezone(zone).replace(tzinfo=None) + margin
-    from croniter import croniter  # only the audit lists times: off a delivery's imports
-
-    walls = croniter(schedule, first)  # naive: pure wall-clock matching
     listed: list[tuple[datetime, ...]] = []
-    while (wall := walls.get_next(datetime)) <= last:
-        instants = _instants(wall, zone)
+    for _, instants in _WALLS.between(schedule, zone, first, last):
         # A repeated wall time belongs to the window while its later instant does: it
         # settles from that one, so a window just long enough for other runs judges it too.
         if instants and start < instants[-1] and instants[0] <= end:

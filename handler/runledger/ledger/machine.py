@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from functools import cached_property
+from typing import Any, cast
 
 from runledger.exceptions import LeaseLost, RecordExists, StoreUnavailable, VersionConflict
 from runledger.facts import AUDIT_TRIGGERS, OVERLAP_DELAY
@@ -313,9 +314,19 @@ class Ledger:
         raise StoreUnavailable(f"run {run.key} kept changing while it was recorded suspended")
 
     def _suspension_store(self) -> SuspensionStore:
-        if not isinstance(self._store, SuspensionStore):
+        if not self._keeps_suspensions:
             raise TypeError(f"{type(self._store).__name__} cannot keep job suspensions")
-        return self._store
+        return cast(SuspensionStore, self._store)
+
+    # The store is this Ledger's for life, and a runtime Protocol check looks up every
+    # method of the Protocol, through each wrapper around the store: checked once.
+    @cached_property
+    def _keeps_suspensions(self) -> bool:
+        return isinstance(self._store, SuspensionStore)
+
+    @cached_property
+    def _keeps_work(self) -> bool:
+        return isinstance(self._store, WorkStore)
 
     # -- the run's checkpoints and outputs (see runledger.sdk.work) -------------
 
@@ -365,9 +376,9 @@ class Ledger:
         return adopted, found
 
     def _work_store(self) -> WorkStore:
-        if not isinstance(self._store, WorkStore):
+        if not self._keeps_work:
             raise TypeError(f"{type(self._store).__name__} cannot keep checkpoints or outputs")
-        return self._store
+        return cast(WorkStore, self._store)
 
     # -- the dead letter pushed for a final failure (`delivery.dead_letter`) --
 
