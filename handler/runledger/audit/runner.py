@@ -376,16 +376,21 @@ class Audit:
                     if not done:
                         keep.append(OpenRun(run.instants, None))  # a live lease: look again
                     continue
-                keep.append(OpenRun(run.instants, finding.value))
                 when = present[0][0] if present else run.schedule_time
                 record = present[0][1] if present else None
                 if finding.value == before:  # reported by an earlier audit: shown, not logged
                     # Still missed: its catch-up recorded nothing (a running run, the store).
                     again = self._finding(job, when, finding, record, now, (Finding.MISSED,))
                     still_open.setdefault(job.id, []).append(again)
-                else:
-                    item = self._finding(job, when, finding, record, now)
-                    reported.setdefault(job.id, []).append(item)
+                    keep.append(OpenRun(run.instants, finding.value))
+                    continue
+                item = self._finding(job, when, finding, record, now)
+                reported.setdefault(job.id, []).append(item)
+                # A released run caught up is judged afresh by the next audit: released
+                # again after its catch-up failed (`ops release`), it is reported and caught
+                # up again, not taken as the release already reported (seed 275).
+                again = item.finding is Finding.RELEASED and item.catch_up is not None
+                keep.append(OpenRun(run.instants, None if again else finding.value))
             for run in walk.carried:
                 keep.append(run)
                 if run.finding is not None:

@@ -21,6 +21,8 @@ from runledger.audit.scheduler_state import LiveJob
 from runledger.backfill.firestore_store import FirestoreBackfills
 from runledger.backfill.runs import Runner, run_pending
 from runledger.delivery.identify import run_key
+from runledger.exceptions import TerminalJobError
+from runledger.ledger.epochs import record_epochs
 from runledger.ledger.firestore_store import FirestoreRunStore
 from runledger.ledger.record import Status
 from runledger.ledger.run import RunIdentity
@@ -542,3 +544,40 @@ def test_describe_shows_times_waiting_for_the_pause_log_as_the_audit_leaves_them
     statuses = {item["schedule_time"][11:13]: item["status"] for item in view["recent"]}
     assert (statuses["08"], statuses["11"], statuses["10"]) == ("pending", "pending", "completed")
     assert view["counts"]["missed"] == 0
+
+
+def test_a_run_the_operator_releases_after_its_catch_up_failed_is_caught_up_again(
+    env, firestore_db, capsys
+):
+    store = FirestoreRunStore(firestore_db, "scheduler_runs")
+    at_seven(store, "seed-7", Status.RELEASED)  # Scheduler's retries ended on a retryable failure
+    entry = {"id": "export", "schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}
+    entries = json.dumps([entry | {"catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}])
+    config = audit_settings({"DEDUP_SCHEDULES": entries} | SCOPE, settings(**SCOPE))
+    record_epochs(store, config.project, config.region, config.schedules, T0 - timedelta(hours=6))
+    down, ran = [True], Counter()
+
+    def export(ctx: RunContext) -> None:
+        if ctx.schedule_time.hour == 7 and down[0]:
+            raise TerminalJobError("partner API still down")
+        ran[ctx.schedule_time.hour] += 1
+
+    clock = FakeClock(NOW)
+    app = make_app(store, {"export": export}, clock, audit=config, **SCOPE)
+    first = run_audit(app, capsys)
+    (released,) = [line for line in first if line.get("outcome") == "run_released"]
+    assert released["catch_up"] == "failed_terminal"
+
+    # The partner is back; the operator releases the failed catch-up, minutes later.
+    down[0] = False
+    code, _, err = ops_at(env | {"DEDUP_SCHEDULES": entries}, NOW + timedelta(minutes=3),
+                          "release", key_of(7), "--yes")  # fmt: skip
+    assert (code, err) == (0, "")
+    clock.advance(seconds=600)
+    later = run_audit(app, capsys, "2026-10-16T12:40:00Z")
+
+    # The next audit reports the released run and catches it up: it runs, once.
+    (again,) = [line for line in later if line.get("outcome") == "run_released"]
+    assert (again["schedule_time"], again["catch_up"]) == ("2026-10-16T07:00:00Z", "completed")
+    assert ran[7] == 1
+    assert store.get(key_of(7)).record.status is Status.COMPLETED
