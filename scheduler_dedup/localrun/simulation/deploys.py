@@ -95,7 +95,9 @@ def draw(seed: int, start: datetime, end: datetime, job: SimJob) -> Plan | None:
         for _ in range(draws.randint(1, 3))
     )
     current, first, deploys = initial, initial, []
+    ready = start  # the stack's lock: a `pulumi up` starts once the one before it ended
     for at in moments:
+        at = max(at, ready)
         if current is None:
             after: str | None = draws.choice(SCHEDULES if first is None else (first, *SCHEDULES))
         else:
@@ -112,6 +114,9 @@ def draw(seed: int, start: datetime, end: datetime, job: SimJob) -> Plan | None:
                 contract,
             )
         )
+        # Its rollout, then Scheduler's change, then the next may begin (seed 46: a
+        # deploy's Scheduler change landing after the next deploy's was no `pulumi up`).
+        ready = deploys[-1].at + deploys[-1].split + timedelta(minutes=1)
         if contract == CONTRACT_VERSION:
             current = after
             first = first or after
