@@ -22,7 +22,7 @@ import pytest
 
 from runledger.delivery.dead_letter import dead_letter_id
 from runledger.delivery.identify import run_key
-from runledger.exceptions import ConfigError, TerminalJobError
+from runledger.exceptions import ConfigError, StoreUnavailable, TerminalJobError
 from runledger.ledger.epochs import record_epochs
 from runledger.ledger.record import Status
 from runledger.ops.cli import main
@@ -255,3 +255,49 @@ print("google.cloud.pubsub_v1" in sys.modules)
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+class AnswerLostOnFailure:
+    """The emulator's store, but the answer to the run's `failed` write is lost: the write
+    lands, the handler is told the store was unavailable."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+    def update(self, key: str, changes, version):
+        written = self._store.update(key, changes, version)
+        if changes.get("status") == Status.FAILED.value:
+            raise StoreUnavailable("deadline exceeded (the write landed)")
+        return written
+
+
+def test_a_failure_whose_write_lost_its_answer_is_published_by_schedulers_retry(
+    firestore_store, topic, clock, capsys
+):
+    topic()
+    move_to(clock, WHEN + timedelta(seconds=5))
+    app = app_on(AnswerLostOnFailure(firestore_store), clock, failing)
+    answer = deliver(app, scheduler_headers(job="export", schedule_time=stamp(WHEN)))
+    assert answer.status == 503  # Scheduler retries it
+    assert firestore_store.get(key()).record.status is Status.FAILED
+    assert pulled() == []
+
+    capsys.readouterr()
+    again = deliver(app, scheduler_headers(job="export", schedule_time=stamp(WHEN)))
+
+    assert again.outcome == "duplicate_failed"
+    out = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    (line,) = [entry for entry in out if entry.get("outcome") == "duplicate_failed"]
+    assert line["dead_letter"] == "dead_letter_published"
+    ((attributes, _),) = pulled()
+    record = firestore_store.get(key()).record
+    assert attributes["dead_letter_id"] == record.dead_letter_id
+    assert attributes["dead_letter_id"] == dead_letter_id(
+        key(), record.attempt_id, "failed_terminal"
+    )
+    # A third delivery finds the note: nothing more.
+    deliver(app, scheduler_headers(job="export", schedule_time=stamp(WHEN)))
+    assert pulled() == []

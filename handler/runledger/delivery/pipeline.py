@@ -22,7 +22,8 @@ its scheduled runs that ends completed or failed for good is counted after the f
 write; the Nth failure in a row suspends the job.
 
 A run that ends failed for good is published to the stack's dead-letter topic,
-when it has one (`dead_letter`), after its `failed` write and whatever started it.
+when it has one (`dead_letter`), after its `failed` write and whatever started it;
+a duplicate of the failure that finds no letter noted on it publishes it then.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from runledger import facts
-from runledger.delivery.dead_letter import KIND_FAILED, DeadLetters
+from runledger.delivery.dead_letter import KIND_FAILED, DeadLetters, dead_letter_id
 from runledger.delivery.duplicate_wait import DuplicateWait, holder_working
 from runledger.delivery.log import log_line
 from runledger.delivery.responses import (
@@ -48,7 +49,7 @@ from runledger.delivery.responses import (
 from runledger.exceptions import LeaseLost, StoreUnavailable, TerminalJobError
 from runledger.ledger.lease import LeaseKeeper, Renewals
 from runledger.ledger.machine import Ledger, may_take_over
-from runledger.ledger.record import Status
+from runledger.ledger.record import RunRecord, Status
 from runledger.ledger.run import Claim, Duplicate, RunIdentity, Yielded
 from runledger.ledger.suspension import AUTOMATIC, Suspension
 from runledger.schedules import JobSchedule
@@ -174,6 +175,7 @@ class RunPipeline:
         """
         wait = trigger.wait
         if wait is None or duplicate.status is not Status.IN_PROGRESS:
+            self._letter_owed(run, duplicate.record, fields)
             return duplicate_response(duplicate)
         ledger = self._ledger()
         try:
@@ -195,7 +197,23 @@ class RunPipeline:
                 fields["took_over_from"] = record.attempt_id
             fields.pop(facts.CROSS_REGION_FIELD, None)  # it runs here after all
             return self.run(run, Trigger(trigger.body), fields)
+        self._letter_owed(run, record, fields)
         return waited_response(record)
+
+    def _letter_owed(self, run: RunIdentity, record: RunRecord, fields: dict[str, object]) -> None:
+        """Publish a failure's dead letter its own attempt did not note as sent.
+
+        The holder's write of `failed` may land with its answer lost (it answered 503),
+        or the holder may die before its publish: Scheduler's retry of the run, answered
+        as a duplicate of the failure, publishes it then (`DeadLetters.send` reads the
+        record first, and a letter noted is not sent again), so it does not wait for an
+        audit, which a deploy may keep from judging the time (seeds 702, 956).
+        """
+        if self._dead_letters is None or record.status is not Status.FAILED:
+            return
+        if record.dead_letter_id == dead_letter_id(run.key, record.attempt_id, KIND_FAILED):
+            return
+        fields["dead_letter"] = self._dead_letters.send(self._ledger(), run.key, KIND_FAILED)
 
     def _await_holder(
         self, run: RunIdentity, result: Yielded, trigger: Trigger, fields: dict[str, object]
