@@ -41,7 +41,8 @@ class Answer:
 
 
 class GoogleApis:
-    """Scheduler's jobs and every PauseJob/ResumeJob call on them, each through an API version."""
+    """Scheduler's jobs and every PauseJob/ResumeJob (UpdateJob) call on them, each through an
+    API version; an UpdateJob's schedule is not kept: the listing shows the job as deployed."""
 
     def __init__(self, clock: FakeClock, *jobs: str) -> None:
         self.clock = clock
@@ -74,7 +75,7 @@ class GoogleApis:
         listed = []
         for job in self.jobs:
             made = sorted((at, method) for name, at, method, _ in self.calls if name == job)
-            made = [method for at, method in made if at <= now]
+            made = [m for at, m in made if at <= now and m in ("PauseJob", "ResumeJob")]
             state = "PAUSED" if made and made[-1] == "PauseJob" else "ENABLED"
             listed.append({"name": f"{PARENT}/jobs/{job}", "state": state, "schedule": "0 * * * *"})
         return Answer({"jobs": listed})
@@ -308,3 +309,56 @@ def test_a_pause_logged_minutes_late_is_waited_for_not_reported(firestore_store,
         stamp(START + timedelta(hours=2)),
         "completed",
     )
+
+
+def test_a_schedule_edited_and_edited_back_between_two_audits_is_not_caught_up(
+    firestore_store, apis, capsys
+):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    app = audited_app(firestore_store, apis, [entry], runs)
+    deliver_run(app, apis.clock, START)
+    audit_lines(app, apis.clock, capsys, START + timedelta(minutes=30))  # listed as deployed
+    # A deploy sets another schedule at 00:40 (01:00 is not sent); its revert, at 01:50,
+    # puts the deployed one back. Both are UpdateJobs; the next audit lists it as before.
+    apis.call("etl", START + timedelta(minutes=40), "UpdateJob")
+    apis.call("etl", START + timedelta(hours=1, minutes=50), "UpdateJob", "v1beta1")
+    deliver_run(app, apis.clock, START + timedelta(hours=2))
+
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=2, minutes=30))
+
+    # 01:00 may not have been due: reported as of unknown state, never caught up.
+    (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
+    assert missed["schedule_time"] == stamp(START + timedelta(hours=1))
+    assert "catch_up" not in missed
+    assert "schedule edited at 2026-10-16T00:40:00Z and 2026-10-16T01:50:00Z" in missed["detail"]
+    assert runs[("etl", START + timedelta(hours=1))] == 0
+    # 02:00 follows the last edit: it waits for an audit that saw the job after it.
+    assert summary_of(lines)["pending"] >= 1
+    later = audit_lines(app, apis.clock, capsys, START + timedelta(hours=2, minutes=45))
+    assert [line["outcome"] for line in later] == ["audit_summary"]
+    assert summary_of(later)["pending"] == 0
+
+
+def test_a_time_missed_after_one_edit_is_caught_up_once_an_audit_saw_the_job_since(
+    firestore_store, apis, capsys
+):
+    runs: Counter = Counter()
+    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    app = audited_app(firestore_store, apis, [entry], runs)
+    deliver_run(app, apis.clock, START)
+    # A deploy changes the job's deadline at 00:50 (one UpdateJob); 01:00 is lost.
+    apis.call("etl", START + timedelta(minutes=50), "UpdateJob")
+
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=1, minutes=30))
+    # No audit saw the job since the edit: an undo not yet logged could hide behind it.
+    assert [line["outcome"] for line in lines] == ["audit_summary"]
+    assert runs[("etl", START + timedelta(hours=1))] == 0
+
+    lines = audit_lines(app, apis.clock, capsys, START + timedelta(hours=1, minutes=45))
+    (missed,) = [line for line in lines if line["outcome"] == "run_missed"]
+    assert (missed["schedule_time"], missed["catch_up"]) == (
+        stamp(START + timedelta(hours=1)),
+        "completed",
+    )
+    assert runs[("etl", START + timedelta(hours=1))] == 1

@@ -35,6 +35,12 @@ CreateJob shows it absent before. The job is the call's `resourceName`; for a
 CreateJob that names the parent location instead, the created job's name in the
 call's request (`request.job.name`) is read.
 
+An UpdateJob (a console edit, a `pulumi up` changing the job) is read as well, and
+so is every CreateJob: the schedule may have changed at each (the entry's request is
+not relied on to say what it changed), which `audit.pauses.edited` weighs. A schedule
+edited and edited back between two audits leaves the listing as it was, and only these
+calls show that its times in between may not have been sent.
+
 A call that failed (`protoPayload.status.code` set and not 0) changed nothing
 and is left out. Anything that keeps the whole history from being read raises
 `SchedulerUnreadable`: a partial history would show a pause as shorter than it
@@ -62,6 +68,9 @@ RESUME_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.ResumeJob" fo
 # A deletion stops a job's runs as a pause does; a creation starts them as a resume does.
 DELETE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.DeleteJob" for v in API_VERSIONS)
 CREATE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.CreateJob" for v in API_VERSIONS)
+# An edit may change the schedule; a creation sets one (read as a resume too).
+UPDATE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.UpdateJob" for v in API_VERSIONS)
+SCHEDULE_CALLS = ("UpdateJob", "CreateJob")
 PAGE_SIZE = 1000  # the largest page entries.list returns
 # One call of a Google REST API the audit reads (this log, Scheduler's listing) and
 # how many pages of it the audit follows.
@@ -72,7 +81,8 @@ _MAX_PAGES = 20
 @dataclass(frozen=True)
 class StateChange:
     """A PauseJob or DeleteJob (`paused` True: no run sent after it) or a ResumeJob or
-    CreateJob (False) call on a job, at `at`; `call` names it ("": a pause or resume)."""
+    CreateJob (False) call on a job, at `at`; `call` names it ("": a pause or resume).
+    An UpdateJob changes no state (`paused` False, unread): `edits` says so."""
 
     at: datetime
     paused: bool
@@ -82,10 +92,15 @@ class StateChange:
     def method(self) -> str:
         return self.call or ("PauseJob" if self.paused else "ResumeJob")
 
+    @property
+    def edits(self) -> bool:
+        """Whether the call may have set the job's schedule (an UpdateJob or a CreateJob)."""
+        return self.call in SCHEDULE_CALLS
+
 
 def pause_filter(project: str, since: datetime) -> str:
-    """The Logging query for the project's Scheduler pauses, resumes, deletions and
-    creations since `since`."""
+    """The Logging query for the project's Scheduler pauses, resumes, deletions,
+    creations and edits since `since`."""
     when = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return " AND ".join(
         [
@@ -98,7 +113,7 @@ def pause_filter(project: str, since: datetime) -> str:
 
 
 def _methods() -> tuple[str, ...]:
-    return PAUSE_METHODS + RESUME_METHODS + DELETE_METHODS + CREATE_METHODS
+    return PAUSE_METHODS + RESUME_METHODS + DELETE_METHODS + CREATE_METHODS + UPDATE_METHODS
 
 
 def change_of(entry: dict[str, Any], region: str) -> tuple[str, StateChange] | None:

@@ -48,7 +48,7 @@ caught up. docs/audit.md tells each case.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -74,7 +74,9 @@ PAUSE_LOG_LAG = timedelta(minutes=10)
 class Timeline:
     """A job's state from each step's instant on (the first step: from the beginning).
 
-    `why` says, for a finding's detail, why a span is unknown.
+    `why` says, for a finding's detail, why a span is unknown. `edited`: spans
+    [begin, end) (end None: on) where the job, enabled, may have had another schedule
+    (`edited`), each with its state there (unknown or pending) and why.
     """
 
     steps: tuple[tuple[datetime | None, State], ...]
@@ -82,15 +84,27 @@ class Timeline:
     # How the pause log disagrees with the live state or the last audit's sighting
     # (a call it does not show); "" if it does not. The audit reports it as a finding.
     conflict: str = ""
+    edited: tuple[tuple[datetime, datetime | None, State, str], ...] = ()
 
     def at(self, moment: datetime) -> State:
         """The state at `moment`: a change at exactly `moment` holds from it."""
+        return self._at(moment)[0]
+
+    def why_at(self, moment: datetime) -> str:
+        """Why the state at `moment` is what it is, for a finding's detail."""
+        return self._at(moment)[1]
+
+    def _at(self, moment: datetime) -> tuple[State, str]:
         state = self.steps[0][1]
         for since, step in self.steps[1:]:
             if since is not None and moment < since:
                 break
             state = step
-        return state
+        if state is State.ENABLED:
+            for begin, end, instead, why in self.edited:
+                if begin <= moment and (end is None or moment < end):
+                    return instead, why
+        return state, self.why
 
     @property
     def paused_since(self) -> datetime | None:
@@ -211,6 +225,40 @@ def weighed(live: LiveJob, seen: Sighting | None, now: datetime) -> Timeline:
         )
         return Timeline(((None, State.UNKNOWN),), _DISAGREES, conflict)
     return Timeline(_steps(starts, states), _BEFORE)
+
+
+def edited(
+    line: Timeline, live: LiveJob, seen: Sighting | None, epoch: datetime | None, now: datetime
+) -> Timeline:
+    """`line` with the job's UpdateJob and CreateJob calls since its epoch weighed in.
+
+    The listing shows the schedule now, and the audits' sightings what it was then; an
+    edit and its undo between two audits show nowhere else. Between the first and the
+    last such call the job may have had another schedule: its times there are of
+    unknown state (a missing one reported, never caught up). After the last, the
+    schedule holds from it once an audit saw the job at an instant between the call and
+    the log's complete end (`PAUSE_LOG_LAG` ago): the log shows no edit in between, so
+    what that audit saw held throughout. Until then those times are pending.
+    """
+    calls = sorted(at for at in live.edits if epoch is None or at >= epoch)
+    if not calls:
+        return line
+    first, last = calls[0], calls[-1]
+    spans: list[tuple[datetime, datetime | None, State, str]] = []
+    if first < last:
+        why = (
+            f"Cloud Scheduler's audit log shows its schedule edited at {_stamp(first)} and "
+            f"{_stamp(last)}: it may have had another schedule between"
+        )
+        spans.append((first, last, State.UNKNOWN, why))
+    sightings = () if seen is None else (seen.first, seen.at)
+    if not any(last <= at <= now - PAUSE_LOG_LAG for at in sightings):
+        why = (
+            f"Cloud Scheduler's audit log shows its schedule edited at {_stamp(last)}, and "
+            f"no audit saw the job between then and {_stamp(now - PAUSE_LOG_LAG)}"
+        )
+        spans.append((last, None, State.PENDING, why))
+    return replace(line, edited=tuple(spans))
 
 
 def _steps(

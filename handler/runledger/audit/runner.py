@@ -81,6 +81,7 @@ from runledger.audit.findings import (
 from runledger.audit.pauses import (
     State,
     Timeline,
+    edited,
     paused_at,
     pending_at,
     sighting,
@@ -209,7 +210,9 @@ class Audit:
                 seen = None if mark is None else mark.seen
                 state = None if live is None else live.get(schedule.id)
                 if state is not None:
-                    self._lines[schedule.id] = weighed(state, seen, now)
+                    line = weighed(state, seen, now)
+                    epoch = states[schedule.id].epoch
+                    self._lines[schedule.id] = edited(line, state, seen, epoch, now)
         for schedule in judged:
             conflict = self._lines[schedule.id].conflict
             if conflict:
@@ -480,7 +483,7 @@ class Audit:
             and line.at(schedule_time) is State.UNKNOWN
         ):
             # Nothing shows the job was meant to run then: reported, never caught up.
-            detail = f"job state unknown ({line.why}): not caught up"
+            detail = f"job state unknown ({line.why_at(schedule_time)}): not caught up"
             return AuditFinding(job.id, schedule_time, finding, identity.key, record, detail=detail)
         catch_up = None
         if (

@@ -49,7 +49,8 @@ class LiveJob:
     """One Scheduler job as listed, with its pause history.
 
     `changes` are every pause and resume from `history_from` to the listing,
-    oldest first; `history_from` None: no history (`history_unread` says why).
+    oldest first; `edits` every instant its schedule may have changed then (an
+    UpdateJob or CreateJob); `history_from` None: no history (`history_unread` says why).
     """
 
     id: str
@@ -59,6 +60,19 @@ class LiveJob:
     changes: tuple[StateChange, ...] = ()
     history_from: datetime | None = None
     history_unread: str = "not read"
+    edits: tuple[datetime, ...] = ()
+
+    def logged(self, calls: Sequence[StateChange], since: datetime) -> LiveJob:
+        """The job with the log's calls on it since `since`, each read once: a pause or
+        resume (a DeleteJob, a CreateJob) as a change of state, an UpdateJob or a
+        CreateJob as an edit."""
+        ordered = sorted(calls, key=lambda call: call.at)
+        return replace(
+            self,
+            changes=tuple(call for call in ordered if call.call != "UpdateJob"),
+            edits=tuple(call.at for call in ordered if call.edits),
+            history_from=since,
+        )
 
 
 # Lists the live jobs of the stack's location, by job id, each with its pauses and
@@ -126,10 +140,7 @@ def _with_history(
         changes = pause_changes(session, project, region, since)
     except SchedulerUnreadable as exc:
         return {job_id: replace(job, history_unread=str(exc)) for job_id, job in jobs.items()}
-    return {
-        job_id: replace(job, changes=tuple(changes.get(job_id, ())), history_from=since)
-        for job_id, job in jobs.items()
-    }
+    return {job_id: job.logged(changes.get(job_id, ()), since) for job_id, job in jobs.items()}
 
 
 def drift(job: JobSchedule, live: Mapping[str, LiveJob] | None) -> str:

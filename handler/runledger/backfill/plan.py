@@ -235,5 +235,5 @@ def _state_reason(line: Timeline, moment: datetime, recorded: bool) -> str | Non
     if state is State.PAUSED:
         return "paused (deliberately not run)"
     if state is State.UNKNOWN and not recorded:  # a record shows it was delivered
-        return f"job state unknown ({line.why}): not run"
+        return f"job state unknown ({line.why_at(moment)}): not run"
     return None

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from runledger.audit.expected import ExpectedRun, schedule_times
 from runledger.audit.findings import judge, rfc3339
-from runledger.audit.pauses import State, Timeline, timelines, unknown, weighed
+from runledger.audit.pauses import State, Timeline, edited, timelines, unknown, weighed
 from runledger.audit.regions import by_region, region_states, schedule_lister
 from runledger.audit.runner import BATCH
 from runledger.audit.scheduler_state import Lister, drift
@@ -131,6 +131,7 @@ def describe(
     settings, audit, job = job_settings(env, args.job)
     start = now - audit.lookback
     store = FirestoreRunStore(client, args.collection)
+    epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
     try:
         listed = schedule_lister(lister_factory, audit.project, audit.scheduler_regions, env)
         listed_live = listed(start)
@@ -152,9 +153,9 @@ def describe(
             state.update(paused=live.paused, detail="paused" if live.paused else "enabled")
             # As the audit weighs it: the log against what the audits saw of the job.
             seen = read_sighting(store, audit.project, audit.region, job)
-            line = weighed(live, seen, now)
+            line = edited(weighed(live, seen, now), live, seen, epoch, now)
             if line.at(now) is State.PENDING:
-                state["detail"] += f" ({line.why}: times since wait for the audit)"
+                state["detail"] += f" ({line.why_at(now)}: times since wait for the audit)"
     except SchedulerUnreadable as exc:
         state = {
             "read": False,
@@ -166,7 +167,6 @@ def describe(
         line = timelines([job], None, str(exc), isinstance(exc, SchedulerAbsent))[job.id]
     if state.get("paused") and line.at(now) is State.PAUSED and line.paused_since is not None:
         state["since"] = rfc3339(line.paused_since)
-    epoch = read_epochs(store, audit.project, audit.region, [job]).get(job.id)
     held = None
     if job.suspend_after is not None:
         key = suspension_key(audit.project, audit.region, job.id)

@@ -330,7 +330,10 @@ def expected(
         return []
     times = []
     for begin, end, schedule in history.segments(scenario.end):
-        first, last = max(begin, scenario.start), min(end, scenario.end)
+        # The job there from the start was created a second before it: Scheduler sends
+        # its time at the start, which no audit judges (before its first epoch), and an
+        # `ops release` of it is answered by no finding (seed 589).
+        first, last = begin, min(end, scenario.end)
         if first >= last:
             continue
         for time in expected_times(

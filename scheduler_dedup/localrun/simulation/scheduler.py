@@ -38,7 +38,7 @@ class LiveJob:
     deadline: timedelta
     retry: RetryPolicy
     paused: bool = False
-    # Every PauseJob/ResumeJob call, oldest first: what its Admin Activity log shows.
+    # Every PauseJob/ResumeJob/UpdateJob call, oldest first: what its Admin Activity log shows.
     changes: list[StateChange] = field(default_factory=list)
     outstanding: bool = False
     fired: list[datetime] = field(default_factory=list)
@@ -75,9 +75,11 @@ class CloudScheduler:
             self._loop.at(at, lambda i=index, g=job.generation: self._fire(job, i, g))
 
     def edit(self, job_id: str, schedule: str, end: datetime) -> None:
-        """A console edit of the live schedule: later times follow the new one."""
+        """An UpdateJob of the live schedule (the console's, a deploy's): later times
+        follow the new one, and the call goes to the job's log."""
         job = self.jobs[job_id]
         job.schedule = schedule
+        job.changes.append(StateChange(self._loop.now, False, "UpdateJob"))
         self._plan(job, self._loop.now, end)
 
     def remove(self, job_id: str) -> None:

@@ -228,14 +228,8 @@ class World:
         """Scheduler's listing with each job's pauses and resumes since `since` (its log)."""
         return {
             job.id: ListedJob(
-                job.id,
-                job.paused,
-                job.schedule,
-                job.time_zone,
-                changes=tuple(change for change in job.changes if change.at >= since),
-                history_from=since,
-                history_unread="",
-            )
+                job.id, job.paused, job.schedule, job.time_zone, history_unread=""
+            ).logged([change for change in job.changes if change.at >= since], since)
             for job in self.scheduler.jobs.values()
         }
 
