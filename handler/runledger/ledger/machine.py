@@ -419,19 +419,15 @@ class Ledger:
             ) from exc
 
     def _finish(self, claim: Claim, status: Status, error: str | None) -> None:
-        changes = _finish_changes(status, self._clock(), error)
         try:
-            self._fenced(claim, changes)
+            self._fenced(claim, _finish_changes(status, self._clock(), error))
         except LeaseLost:
             current = self._store.get(claim.identity.key)
-            mine = current is not None and current.record.attempt_id == claim.attempt_id
-            if mine and current.record.status is status:
-                return  # our write landed and only its answer was lost
-            if not mine or current.record.status is not Status.IN_PROGRESS:
+            landed = current is not None and (
+                current.record.attempt_id == claim.attempt_id and current.record.status is status
+            )
+            if not landed:  # otherwise our write landed and only its answer was lost
                 raise
-            # Still ours: one of our own writes whose answer was lost (a renewal, a work
-            # item) moved its version, and no read since told us (`resync`). Seed 1869.
-            self._fenced(Claim(claim.identity, current.record, current.version), changes)
 
     def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Claim:
         """Change the run at the claim's version (its job's slot alike); the claim after it."""
