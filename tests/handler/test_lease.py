@@ -6,7 +6,9 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from runledger.exceptions import StoreUnavailable
+import pytest
+
+from runledger.exceptions import LeaseLost, StoreUnavailable
 from runledger.ledger.lease import LeaseKeeper, RenewalScheduler
 from runledger.ledger.machine import Ledger
 from runledger.ledger.memory_store import MemoryRunStore
@@ -110,6 +112,46 @@ def test_renewal_that_landed_unseen_keeps_the_run_past_the_old_lease():
     assert keeper.claim.version == store.get("k1").version
     ledger.complete(keeper.stop())
     assert store.get("k1").record.status is Status.COMPLETED
+
+
+class AlsoFailsNextRead(LosesNextUpdateAnswer):
+    fail_next_get = False
+
+    def get(self, key):
+        if self.fail_next_get:
+            self.fail_next_get = False
+            raise StoreUnavailable("unreachable")
+        return super().get(key)
+
+
+def test_a_final_write_after_an_unseen_renewal_and_an_unread_record_still_lands():
+    """The renewal landed with its answer lost, and the read back before the final write
+    failed: the final write meets a version our renewal moved, and still records the run."""
+    store = AlsoFailsNextRead()
+    clock = FakeClock()
+    ledger = make_ledger(store, clock)
+    claim = ledger.claim(run("k1"))
+    keeper = LeaseKeeper(ledger, claim, on_lost=print, renewals=DrivenRenewals())
+    clock.advance(seconds=ledger.lease.total_seconds() / 3)
+    store.lose_next = True
+    keeper.renew_now()
+    store.fail_next_get = True
+    final = keeper.stop()
+    assert final.version != store.get("k1").version  # the claim still has the old version
+
+    ledger.complete(final)
+
+    assert store.get("k1").record.status is Status.COMPLETED
+
+
+def test_a_final_write_of_a_run_another_attempt_took_over_is_refused():
+    store = MemoryRunStore()
+    ledger = make_ledger(store, FakeClock())
+    claim = ledger.claim(run("k1"))
+    store.update("k1", {"attempt_id": "someone-else"}, claim.version)
+    with pytest.raises(LeaseLost):
+        ledger.complete(claim)
+    assert store.get("k1").record.status is Status.IN_PROGRESS
 
 
 class SlowStore(MemoryRunStore):

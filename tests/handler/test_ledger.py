@@ -102,10 +102,19 @@ def test_renewal_extends_the_lease_and_keeps_the_claim_fenced(ledger, store, clo
     renewed = ledger.renew(claim)
     assert renewed.lease_expires == clock() + LEASE
     assert store.get(RUN.key).record.lease_expires == renewed.lease_expires
-    with pytest.raises(LeaseLost):
-        ledger.complete(claim)  # the pre-renewal version is stale
-    ledger.complete(renewed)
+    assert store.get(RUN.key).version != claim.version
+    # The pre-renewal claim is stale, but only our own renewal moved it (its answer lost,
+    # say): the run is still ours to end.
+    ledger.complete(claim)
     assert store.get(RUN.key).record.status is Status.COMPLETED
+
+
+def test_a_final_write_after_a_takeover_ended_the_lease_is_refused(ledger, store, clock):
+    claim = ledger.claim(RUN)
+    store.update(RUN.key, {"lease_expires": clock()}, claim.version)  # a slot takeover's end
+    with pytest.raises(LeaseLost):
+        ledger.complete(claim)
+    assert store.get(RUN.key).record.status is Status.IN_PROGRESS
 
 
 def test_record_past_expire_at_counts_as_absent(ledger, store, clock):

@@ -102,6 +102,21 @@ def _finish_changes(status: Status, now: datetime, error: str | None) -> dict[st
     }
 
 
+def _lease_still_ours(record: RunRecord, claim: Claim, now: datetime) -> bool:
+    """Whether the attempt's record, read after a refused write, is still its own to end.
+
+    Only the attempt renews its lease, and a renewal only moves it later; a takeover
+    of the job's slot ends it at the taker's claim time (`overlap`), and a takeover of
+    the run writes another attempt id. A lease past the claim's and past the clocks'
+    skew from now was moved by nobody else.
+    """
+    return (
+        record.status is Status.IN_PROGRESS
+        and record.lease_expires >= claim.lease_expires
+        and record.lease_expires > now + MAX_CLOCK_SKEW
+    )
+
+
 class Ledger:
     def __init__(
         self,
@@ -419,15 +434,20 @@ class Ledger:
             ) from exc
 
     def _finish(self, claim: Claim, status: Status, error: str | None) -> None:
+        now = self._clock()
+        changes = _finish_changes(status, now, error)
         try:
-            self._fenced(claim, _finish_changes(status, self._clock(), error))
+            self._fenced(claim, changes)
         except LeaseLost:
             current = self._store.get(claim.identity.key)
-            landed = current is not None and (
-                current.record.attempt_id == claim.attempt_id and current.record.status is status
-            )
-            if not landed:  # otherwise our write landed and only its answer was lost
+            mine = current is not None and current.record.attempt_id == claim.attempt_id
+            if mine and current.record.status is status:
+                return  # our write landed and only its answer was lost
+            if not (mine and _lease_still_ours(current.record, claim, now)):
                 raise
+            # One of our own writes whose answer was lost (a renewal, a work item) moved
+            # the version, and no read since told us: the run is still ours (seed 1869).
+            self._fenced(Claim(claim.identity, current.record, current.version), changes)
 
     def _fenced(self, claim: Claim, changes: dict[str, Any]) -> Claim:
         """Change the run at the claim's version (its job's slot alike); the claim after it."""
