@@ -29,6 +29,8 @@ SCOPE = {"DEDUP_ALLOWED_PROJECTS": PROJECT, "DEDUP_ALLOWED_REGIONS": REGION}
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
 START = datetime(2026, 10, 16, 0, 0, tzinfo=UTC)
 HOURLY = {"schedule": "0 * * * *", "timeZone": "UTC", "retryWindowSeconds": 200}
+# An hourly job that catches its missed times up for six hours.
+CATCHING_UP = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
 
 
 class Answer:
@@ -174,7 +176,7 @@ def test_a_pause_through_the_beta_or_alpha_api_is_deliberately_not_run_nor_caugh
     firestore_store, apis, capsys, pause_version: str, resume_version: str
 ):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     app = audited_app(firestore_store, apis, [entry], runs)
     # `gcloud beta (or alpha) scheduler jobs pause etl` at 01:20, resumed at 03:40.
     apis.call("etl", START + timedelta(hours=1, minutes=20), "PauseJob", pause_version)
@@ -235,7 +237,7 @@ def test_a_log_whose_last_call_is_not_the_live_state_is_one_finding_and_nothing_
     firestore_store, apis, capsys
 ):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     app = audited_app(firestore_store, apis, [entry], runs)
     apis.call("etl", START + timedelta(minutes=20), "PauseJob")
     apis.call("etl", START + timedelta(hours=1, minutes=10), "ResumeJob", logged=False)
@@ -266,7 +268,7 @@ def test_a_first_audit_excuses_nothing_for_a_pause_its_log_does_not_show_yet(
     firestore_store, apis, capsys
 ):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     # Scheduler sent none of 00:00-02:00; a deploy pauses the job at 02:55, logged 5 min later.
     apis.call("etl", START + timedelta(hours=2, minutes=55), "PauseJob", lag=timedelta(minutes=5))
     app = audited_app(firestore_store, apis, [entry | {"paused": True}], runs)
@@ -290,7 +292,7 @@ def test_a_first_audit_excuses_nothing_for_a_pause_its_log_does_not_show_yet(
 
 def test_a_pause_logged_minutes_late_is_waited_for_not_reported(firestore_store, apis, capsys):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     app = audited_app(firestore_store, apis, [entry], runs)
     for hour in (0, 1):
         deliver_run(app, apis.clock, START + timedelta(hours=hour))
@@ -315,7 +317,7 @@ def test_a_schedule_edited_and_edited_back_between_two_audits_is_not_caught_up(
     firestore_store, apis, capsys
 ):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     app = audited_app(firestore_store, apis, [entry], runs)
     deliver_run(app, apis.clock, START)
     audit_lines(app, apis.clock, capsys, START + timedelta(minutes=30))  # listed as deployed
@@ -344,7 +346,7 @@ def test_a_time_missed_after_one_edit_is_caught_up_once_an_audit_saw_the_job_sin
     firestore_store, apis, capsys
 ):
     runs: Counter = Counter()
-    entry = {"id": "etl", **HOURLY, "catchUp": True, "catchUpMaxAgeSeconds": 6 * 3600}
+    entry = CATCHING_UP
     app = audited_app(firestore_store, apis, [entry], runs)
     deliver_run(app, apis.clock, START)
     # A deploy changes the job's deadline at 00:50 (one UpdateJob); 01:00 is lost.

@@ -70,7 +70,8 @@ DELETE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.DeleteJob" fo
 CREATE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.CreateJob" for v in API_VERSIONS)
 # An edit may change the schedule; a creation sets one (read as a resume too).
 UPDATE_METHODS = tuple(f"google.cloud.scheduler.{v}.CloudScheduler.UpdateJob" for v in API_VERSIONS)
-SCHEDULE_CALLS = ("UpdateJob", "CreateJob")
+UPDATE_CALL = "UpdateJob"
+SCHEDULE_CALLS = (UPDATE_CALL, "CreateJob")
 PAGE_SIZE = 1000  # the largest page entries.list returns
 # One call of a Google REST API the audit reads (this log, Scheduler's listing) and
 # how many pages of it the audit follows.
@@ -82,7 +83,7 @@ _MAX_PAGES = 20
 class StateChange:
     """A PauseJob or DeleteJob (`paused` True: no run sent after it) or a ResumeJob or
     CreateJob (False) call on a job, at `at`; `call` names it ("": a pause or resume).
-    An UpdateJob changes no state (`paused` False, unread): `edits` says so."""
+    An UpdateJob changes no state (`paused` False, unread): `changes_state` says so."""
 
     at: datetime
     paused: bool
@@ -91,6 +92,11 @@ class StateChange:
     @property
     def method(self) -> str:
         return self.call or ("PauseJob" if self.paused else "ResumeJob")
+
+    @property
+    def changes_state(self) -> bool:
+        """Whether the call paused or resumed the job (an UpdateJob did neither)."""
+        return self.call != UPDATE_CALL
 
     @property
     def edits(self) -> bool:

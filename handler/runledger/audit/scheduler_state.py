@@ -69,7 +69,7 @@ class LiveJob:
         ordered = sorted(calls, key=lambda call: call.at)
         return replace(
             self,
-            changes=tuple(call for call in ordered if call.call != "UpdateJob"),
+            changes=tuple(call for call in ordered if call.changes_state),
             edits=tuple(call.at for call in ordered if call.edits),
             history_from=since,
         )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from runledger.audit.pause_log import StateChange
+from runledger.audit.pause_log import UPDATE_CALL, StateChange
 from runledger.facts import RetryPolicy
 from scheduler_dedup.localrun.simulation import instants
 from scheduler_dedup.localrun.simulation.clock import Loop
@@ -79,7 +79,7 @@ class CloudScheduler:
         follow the new one, and the call goes to the job's log."""
         job = self.jobs[job_id]
         job.schedule = schedule
-        job.changes.append(StateChange(self._loop.now, False, "UpdateJob"))
+        job.changes.append(StateChange(self._loop.now, False, UPDATE_CALL))
         self._plan(job, self._loop.now, end)
 
     def remove(self, job_id: str) -> None:
